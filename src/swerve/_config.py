@@ -1,0 +1,215 @@
+"""Configuration: :class:`FallbackConfig` (pydantic) and the env-var source that re-reads it."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from typing import Annotated, Self
+
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from ._routes import Route
+
+__all__ = ["DEFAULT_ENV_VAR", "BreakerConfig", "ConfigError", "EnvConfig", "FallbackConfig"]
+
+DEFAULT_ENV_VAR = "SWERVE_FALLBACK_CONFIG"
+DEFAULT_FALLBACK_ON = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+
+_log = logging.getLogger("swerve")
+
+NonNegInt = Annotated[int, Field(ge=0, strict=True)]
+PosFloat = Annotated[float, Field(gt=0)]
+NonNegFloat = Annotated[float, Field(ge=0)]
+
+
+class ConfigError(ValueError):
+    """A configuration is invalid; the message names the source and the field."""
+
+
+class BreakerConfig(BaseModel):
+    """Per-route circuit breaker settings (one breaker per route, these settings for all)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    enabled: bool = True
+    window_s: PosFloat = 60.0
+    """Sliding window over which the failure rate is measured."""
+    min_calls: Annotated[int, Field(ge=1, strict=True)] = 10
+    """Attempts needed in the window before the breaker may open."""
+    failure_rate: Annotated[float, Field(gt=0, le=1)] = 0.5
+    """Open when failures / attempts in the window reach this."""
+    open_s: PosFloat = 30.0
+    """How long the breaker stays open the first time."""
+    max_open_s: PosFloat = 300.0
+    """Bound on the open duration, which doubles on each failed half-open probe."""
+    half_open_probes: Annotated[int, Field(ge=1, strict=True)] = 1
+    """Probe calls let through at once while half-open."""
+
+    @model_validator(mode="after")
+    def _open_bounds(self) -> Self:
+        if self.max_open_s < self.open_s:
+            raise ValueError("breaker.max_open_s must be >= breaker.open_s")
+        return self
+
+
+class FallbackConfig(BaseModel):
+    """What swerve does when a route fails. Immutable; every field has a default.
+
+    Accepts the camelCase keys agent coordinators already ship (``fallbackModelsByModel``,
+    ``fallbackOnErrors``, ``maxFallbackAttempts``, ``maxUpstreamRetryAttempts``,
+    ``cooldownSeconds``) as well as the snake_case names.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    fallbacks: dict[str, str | list[str]] = Field(
+        default_factory=dict, validation_alias=AliasChoices("fallbacks", "fallbackModelsByModel")
+    )
+    """Route -> sibling route, or an ordered chain of routes to try after it."""
+    fallback_on: frozenset[int] = Field(
+        default=DEFAULT_FALLBACK_ON, validation_alias=AliasChoices("fallback_on", "fallbackOnErrors")
+    )
+    """HTTP statuses (as a response or inside a stream) that qualify for retry and swap."""
+    max_swaps: NonNegInt = Field(
+        default=2, validation_alias=AliasChoices("max_swaps", "maxFallbackAttempts")
+    )
+    """Swap budget per call; 0 turns swerve off entirely (calls pass straight through)."""
+    max_retries: NonNegInt = Field(
+        default=2, validation_alias=AliasChoices("max_retries", "maxUpstreamRetryAttempts")
+    )
+    """Same-route retries, counted since the last swap."""
+    cooldown_s: NonNegFloat = Field(
+        default=60.0, validation_alias=AliasChoices("cooldown_s", "cooldownSeconds")
+    )
+    """How long a failed route stays degraded (at least the failure's Retry-After)."""
+    backoff_initial_s: NonNegFloat = 2.0
+    backoff_factor: Annotated[float, Field(ge=1)] = 2.0
+    backoff_max_s: NonNegFloat = 30.0
+    jitter: bool = True
+    """Full jitter: each wait is uniform in [0, backoff]."""
+    retry_after_max_s: NonNegFloat = 60.0
+    """Cap on waits the server asks for with Retry-After."""
+    attempt_timeout_s: PosFloat | None = None
+    first_token_timeout_s: PosFloat | None = None
+    stall_timeout_s: PosFloat | None = None
+    deadline_s: PosFloat | None = None
+    """Total time per call, waits included."""
+    breaker: BreakerConfig = Field(default_factory=BreakerConfig)
+
+    @field_validator("fallbacks")
+    @classmethod
+    def _routes(cls, value: dict[str, str | list[str]]) -> dict[str, str | list[str]]:
+        for key, target in value.items():
+            _check_route(key, f"key {key!r}")
+            targets = [target] if isinstance(target, str) else target
+            if not targets:
+                raise ValueError(f"fallbacks[{key!r}] is an empty chain")
+            for item in targets:
+                _check_route(item, f"fallbacks[{key!r}] value {item!r}")
+                if item == key:
+                    raise ValueError(f"fallbacks[{key!r}] names the route itself")
+        return value
+
+    @field_validator("fallback_on")
+    @classmethod
+    def _statuses(cls, value: frozenset[int]) -> frozenset[int]:
+        bad = sorted(s for s in value if not 100 <= s <= 599)
+        if bad:
+            raise ValueError(f"not HTTP statuses: {bad}")
+        return value
+
+    @property
+    def enabled(self) -> bool:
+        """False when ``max_swaps`` is 0: swerve adds nothing to calls."""
+        return self.max_swaps > 0
+
+    @classmethod
+    def from_json(cls, text: str, *, source: str = "config") -> FallbackConfig:
+        """Parse a JSON document; :class:`ConfigError` names ``source`` and the bad field."""
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{source}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+        return cls.from_mapping(data, source=source)
+
+    @classmethod
+    def from_mapping(cls, data: object, *, source: str = "config") -> FallbackConfig:
+        if not isinstance(data, dict):
+            raise ConfigError(f"{source}: expected a JSON object, got {type(data).__name__}")
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise ConfigError(f"{source}: {_describe(exc)}") from None
+
+    @classmethod
+    def from_env(cls, var: str = DEFAULT_ENV_VAR) -> FallbackConfig | None:
+        """Read the JSON config in ``var``; None when the variable is unset or blank."""
+        text = os.environ.get(var, "")
+        if not text.strip():
+            return None
+        return cls.from_json(text, source=f"${var}")
+
+
+def _check_route(value: object, where: str) -> None:
+    try:
+        Route.parse(value)  # type: ignore[arg-type]
+    except ValueError:
+        raise ValueError(f"{where} is not a 'provider/model' route") from None
+
+
+def _describe(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors(include_url=False):
+        loc = ".".join(str(p) for p in err["loc"])
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key"
+        parts.append(f"{loc or '(root)'}: {msg}")
+    return "; ".join(parts)
+
+
+class EnvConfig:
+    """A config read from an env var and re-read whenever the variable's string changes.
+
+    A change (including unset -> set) bumps :attr:`generation`, which the engine uses to clear
+    cooldowns. A new value that does not parse is logged once and the last good config stays,
+    so a bad edit never takes failover away from calls already relying on it.
+    """
+
+    def __init__(self, var: str = DEFAULT_ENV_VAR) -> None:
+        self.var = var
+        self._lock = threading.Lock()
+        self._text = os.environ.get(var, "")
+        self._config = FallbackConfig.from_env(var)  # a bad config at start is an error, loudly
+        self.generation = 0
+
+    def current(self) -> FallbackConfig | None:
+        text = os.environ.get(self.var, "")
+        if text == self._text:  # the hot path: one dict lookup and a string compare
+            return self._config
+        with self._lock:
+            if text != self._text:
+                self._reload(text)
+            return self._config
+
+    def _reload(self, text: str) -> None:
+        self._text = text
+        try:
+            config = FallbackConfig.from_json(text, source=f"${self.var}") if text.strip() else None
+        except ConfigError as exc:
+            _log.error("swerve: ignoring new value of $%s, keeping the last good config: %s",
+                       self.var, exc)
+            return
+        self._config = config
+        self.generation += 1
+

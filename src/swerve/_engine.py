@@ -1,0 +1,956 @@
+"""The failover engine: runs attempts (sync, async, unary, streaming) under the policy.
+
+Every decision goes through one object, :class:`_Call`, which both the sync and the async
+drivers use; the drivers differ only in how they wait and iterate. The policy decides, the
+health store remembers, telemetry reports, and this module owns time and cancellation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random as _random
+import time
+from collections import Counter
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterable,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Generator,
+    Iterable,
+    Iterator,
+)
+from dataclasses import dataclass, field
+from typing import Generic, Literal, TypeVar, cast
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import Span, Status, StatusCode
+
+from . import policy
+from ._config import DEFAULT_ENV_VAR, EnvConfig, FallbackConfig
+from ._routes import Route
+from .failures import AttemptTimeout, CircuitOpenError, Failure, IncompleteStreamError, classify
+from .health import Admission, HealthStore, MemoryHealth, Outcome
+from .policy import GiveUp, GiveUpReason, Retry, Swap
+from .telemetry import (
+    ATTEMPT_OUTCOME,
+    CALL_ATTEMPTS,
+    CALL_RETRIES,
+    CALL_SWAPS,
+    ERROR_TYPE,
+    GEN_AI_RESPONSE_MODEL,
+    ROUTE,
+    ROUTE_REQUESTED,
+    ROUTE_SERVED,
+    STREAM,
+    Telemetry,
+    default_telemetry,
+)
+
+__all__ = [
+    "Attempt",
+    "AttemptRecord",
+    "AsyncFailoverStream",
+    "Failover",
+    "FailoverStream",
+    "MidStreamError",
+    "PartKind",
+    "Result",
+    "StreamReset",
+    "StreamSpec",
+]
+
+T = TypeVar("T")
+C = TypeVar("C")
+PartKind = Literal["text", "reasoning", "tool_call", "other"]
+MidStream = Literal["error", "restart"]
+_ABORTS = (GeneratorExit, KeyboardInterrupt, asyncio.CancelledError, SystemExit)
+
+
+class Attempt:
+    """One call on one route, handed to the function swerve runs.
+
+    ``timeout`` is the time this attempt may still take (the attempt limit and the call's
+    deadline, whichever is sooner) and ``read_timeout`` the longest wait for the next chunk;
+    pass them to the client so a blocking call cannot outlive them (in async code swerve also
+    enforces them itself). Call :meth:`record_effect` when something happened that must not
+    happen twice (a tool ran): a failure after that surfaces instead of being retried.
+    """
+
+    __slots__ = ("_effects", "number", "read_timeout", "requested", "retry", "route", "swap", "timeout")
+
+    def __init__(
+        self,
+        route: Route,
+        requested: Route,
+        number: int = 1,
+        retry: int = 0,
+        swap: int = 0,
+        timeout: float | None = None,
+        read_timeout: float | None = None,
+    ) -> None:
+        self.route = route
+        self.requested = requested
+        self.number = number
+        self.retry = retry
+        self.swap = swap
+        self.timeout = timeout
+        self.read_timeout = read_timeout
+        self._effects: list[str] = []
+
+    def record_effect(self, what: str = "effect") -> None:
+        self._effects.append(what)
+
+    @property
+    def effects(self) -> tuple[str, ...]:
+        return tuple(self._effects)
+
+    def __repr__(self) -> str:
+        return f"Attempt(route={self.route}, number={self.number}, retry={self.retry}, swap={self.swap})"
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRecord:
+    """What happened on one attempt."""
+
+    route: Route
+    number: int
+    retry: int
+    swap: int
+    outcome: Literal["success", "failure", "rejected", "aborted"]
+    failure: Failure | None
+    duration_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Result(Generic[T]):
+    """A call's value, the route that answered, the route asked for, and every attempt."""
+
+    value: T
+    route: Route
+    requested: Route
+    attempts: tuple[AttemptRecord, ...]
+
+    @property
+    def retries(self) -> int:
+        return sum(1 for a in self.attempts if a.retry > 0)
+
+    @property
+    def swaps(self) -> int:
+        return max((a.swap for a in self.attempts), default=0)
+
+
+def _any_part(_: object) -> PartKind | None:
+    return "other"
+
+
+@dataclass(frozen=True, slots=True)
+class StreamSpec(Generic[C]):
+    """How the engine reads an adapter's chunks.
+
+    ``part`` names the kind of output a chunk carries, or None when it carries none (a role-only
+    or empty delta, a keep-alive): the attempt commits at the first chunk with a part.
+    ``is_finish`` recognises the chunk that ends a complete stream; when given, a stream that
+    ends without one is a failure (a silent truncation is never a success).
+    """
+
+    part: Callable[[C], PartKind | None] = _any_part
+    is_finish: Callable[[C], bool] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StreamReset:
+    """Yielded by a ``mid_stream="restart"`` stream before the new route's first chunk: drop
+    everything received since the stream began (or since the last reset)."""
+
+    route: Route
+    next_route: Route
+
+
+class MidStreamError(Exception):
+    """A stream failed after its output had started reaching the consumer.
+
+    The route is already marked degraded. ``partial`` holds the chunks delivered before the
+    failure; the original error is ``__cause__``.
+    """
+
+    def __init__(
+        self, route: Route, requested: Route, failure: Failure, partial: tuple[object, ...]
+    ) -> None:
+        self.route = route
+        self.requested = requested
+        self.failure = failure
+        self.partial = partial
+        super().__init__(
+            f"stream from {route} failed after output had started ({failure.kind.value}"
+            f"{f', status {failure.status}' if failure.status else ''}); requested {requested}"
+        )
+
+
+_DEFAULT_HEALTH = MemoryHealth()
+
+
+class Failover:
+    """Runs calls on routes with retries, swaps, cooldowns and breakers.
+
+    ``config``: a :class:`FallbackConfig`, or None to read ``$SWERVE_FALLBACK_CONFIG`` (re-read
+    whenever the variable changes; a change clears cooldowns). With no config, or
+    ``max_swaps=0``, calls pass straight through: one attempt, nothing added.
+    ``health``: where cooldowns and breakers live; by default one in-memory store per process,
+    shared by every Failover, so a route degraded by one wrapper is skipped by all.
+    """
+
+    def __init__(
+        self,
+        config: FallbackConfig | None = None,
+        health: HealthStore | None = None,
+        *,
+        env_var: str = DEFAULT_ENV_VAR,
+        telemetry: Telemetry | None = None,
+        operation: str = "chat",
+        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        async_sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        random: Callable[[], float] = _random.random,
+    ) -> None:
+        self._fixed = config
+        self._env = None if config is not None else EnvConfig(env_var)
+        self._generation = 0
+        self.health: HealthStore = health if health is not None else _DEFAULT_HEALTH
+        self.telemetry = telemetry if telemetry is not None else default_telemetry()
+        self.telemetry.watch(self.health)
+        self.operation = operation
+        self._clock = clock
+        self._monotonic = monotonic
+        self._sleep = sleep
+        self._async_sleep = async_sleep
+        self._random = random
+        self._routes: dict[str, Route] = {}
+
+    @property
+    def config(self) -> FallbackConfig | None:
+        """The config in force now (re-read from the environment when it came from there)."""
+        if self._env is None:
+            return self._fixed
+        config = self._env.current()
+        if self._env.generation != self._generation:
+            self._generation = self._env.generation
+            self.health.clear()  # a new config starts from a clean slate
+        return config
+
+    def route(self, value: str | Route) -> Route:
+        """Parse a route once and keep it (routes are few, calls are many)."""
+        if isinstance(value, Route):
+            return value
+        route = self._routes.get(value)
+        if route is None:
+            route = self._routes[value] = Route.parse(value)
+        return route
+
+    def _active(self) -> FallbackConfig | None:
+        config = self.config
+        return config if config is not None and config.enabled else None
+
+    # -- unary --------------------------------------------------------------------------------
+    def call(self, route: str | Route, fn: Callable[[Attempt], T]) -> Result[T]:
+        """Run ``fn(attempt)`` on ``route``, retrying and swapping per the config."""
+        requested = self.route(route)
+        config = self._active()
+        if config is None:
+            return _passthrough(requested, fn(Attempt(requested, requested)))
+        run = _Call(self, config, requested, stream=False)
+        try:
+            while True:
+                attempt = run.begin()
+                try:
+                    run.admit()
+                    with run.attempt_context():
+                        value = fn(attempt)
+                except BaseException as exc:
+                    decision = run.failed(exc)
+                    if isinstance(decision, Retry):
+                        self._sleep(decision.delay)
+                        continue
+                    if isinstance(decision, Swap):
+                        continue
+                    raise
+                run.succeeded()
+                return run.finish_ok(value)
+        except BaseException as exc:
+            run.finish_error(exc)
+            raise
+
+    async def acall(self, route: str | Route, fn: Callable[[Attempt], Awaitable[T]]) -> Result[T]:
+        """Async :meth:`call`; time limits are enforced by cancelling the attempt."""
+        requested = self.route(route)
+        config = self._active()
+        if config is None:
+            return _passthrough(requested, await fn(Attempt(requested, requested)))
+        run = _Call(self, config, requested, stream=False)
+        try:
+            while True:
+                attempt = run.begin()
+                try:
+                    run.admit()
+                    limit, seconds = run.next_limit(committed=True)
+                    with run.attempt_context():
+                        value = await _bounded(fn(attempt), limit, seconds)
+                except BaseException as exc:
+                    decision = run.failed(exc)
+                    if isinstance(decision, Retry):
+                        await self._async_sleep(decision.delay)
+                        continue
+                    if isinstance(decision, Swap):
+                        continue
+                    raise
+                run.succeeded()
+                return run.finish_ok(value)
+        except BaseException as exc:
+            run.finish_error(exc)
+            raise
+
+    # -- streaming ----------------------------------------------------------------------------
+    def stream(
+        self,
+        route: str | Route,
+        fn: Callable[[Attempt], Iterable[C]],
+        spec: StreamSpec[C] | None = None,
+        *,
+        mid_stream: MidStream = "error",
+    ) -> FailoverStream[C]:
+        """Stream ``fn(attempt)``'s chunks; failures before the first content chunk are invisible.
+
+        After content has reached the consumer, ``mid_stream="error"`` raises
+        :class:`MidStreamError`; ``"restart"`` retries or swaps and yields a
+        :class:`StreamReset` before the new route's chunks.
+        """
+        return FailoverStream(self, self.route(route), fn, spec or StreamSpec(), mid_stream, True)
+
+    def astream(
+        self,
+        route: str | Route,
+        fn: Callable[[Attempt], AsyncIterable[C]],
+        spec: StreamSpec[C] | None = None,
+        *,
+        mid_stream: MidStream = "error",
+    ) -> AsyncFailoverStream[C]:
+        """Async :meth:`stream`."""
+        return AsyncFailoverStream(
+            self, self.route(route), fn, spec or StreamSpec(), mid_stream, True
+        )
+
+    def collect(
+        self,
+        route: str | Route,
+        fn: Callable[[Attempt], Iterable[C]],
+        spec: StreamSpec[C] | None = None,
+    ) -> Result[list[C]]:
+        """A non-streaming call built on a stream: the chunks of the attempt that completed.
+
+        Nothing from a failed attempt (text, reasoning, streamed tool calls) is returned; each
+        discard is reported.
+        """
+        stream = FailoverStream(self, self.route(route), fn, spec or StreamSpec(), "error", False)
+        chunks = [c for c in stream if not isinstance(c, StreamReset)]
+        return stream._result(chunks)
+
+    async def acollect(
+        self,
+        route: str | Route,
+        fn: Callable[[Attempt], AsyncIterable[C]],
+        spec: StreamSpec[C] | None = None,
+    ) -> Result[list[C]]:
+        """Async :meth:`collect`."""
+        stream = AsyncFailoverStream(
+            self, self.route(route), fn, spec or StreamSpec(), "error", False
+        )
+        chunks = [c async for c in stream if not isinstance(c, StreamReset)]
+        return stream._result(chunks)
+
+
+def _passthrough(requested: Route, value: T) -> Result[T]:
+    return Result(value, requested, requested, ())
+
+
+async def _bounded(awaitable: Awaitable[T], limit: str | None, seconds: float | None) -> T:
+    if seconds is None or limit is None:
+        return await awaitable
+    try:
+        async with asyncio.timeout(max(seconds, 0.0)) as scope:
+            return await awaitable
+    except TimeoutError:
+        if scope.expired():
+            raise AttemptTimeout(limit, seconds) from None
+        raise
+
+
+class _Call:
+    """One logical call: its span, its attempts, and every decision between them."""
+
+    def __init__(self, fo: Failover, config: FallbackConfig, requested: Route, *, stream: bool):
+        self.fo = fo
+        self.config = config
+        self.requested = requested
+        self.telemetry = fo.telemetry
+        self.t0 = fo._monotonic()
+        self.deadline = self.t0 + config.deadline_s if config.deadline_s else None
+        self.span = self.telemetry.start_call(
+            fo.operation, str(requested), requested.provider, requested.model
+        )
+        self.span.set_attribute(STREAM, stream)
+        self.context = trace.set_span_in_context(self.span)
+        self.records: list[AttemptRecord] = []
+        self.retries = 0
+        self.swaps = 0
+        start, skipped = policy.start_route(
+            config, str(requested), fo.health.unavailable(fo._clock())
+        )
+        for route in skipped:
+            self.telemetry.route_skipped(self.span, route)
+        self.current = fo.route(start)
+        self.served: Route | None = None
+        # Per-attempt state, reset by begin().
+        self.attempt = Attempt(self.current, requested)
+        self.attempt_span: Span = trace.INVALID_SPAN
+        self.attempt_t0 = self.t0
+        self.last_chunk = self.t0
+        self.probe = False
+
+    # -- time ---------------------------------------------------------------------------------
+    def _limits(self, committed: bool) -> Iterator[tuple[str, float]]:
+        """Absolute (monotonic) ends of the limits that apply to the next wait."""
+        c = self.config
+        if self.deadline is not None:
+            yield "deadline", self.deadline
+        if c.attempt_timeout_s is not None:
+            yield "attempt", self.attempt_t0 + c.attempt_timeout_s
+        if not committed and c.first_token_timeout_s is not None:
+            yield "first_token", self.attempt_t0 + c.first_token_timeout_s
+        if c.stall_timeout_s is not None:
+            yield "stall", self.last_chunk + c.stall_timeout_s
+
+    def next_limit(self, committed: bool) -> tuple[str | None, float | None]:
+        """The limit that ends soonest for the next wait, and the seconds left until it."""
+        soonest = min(self._limits(committed), key=lambda lim: lim[1], default=None)
+        if soonest is None:
+            return None, None
+        return soonest[0], soonest[1] - self.fo._monotonic()
+
+    def check_limits(self, committed: bool) -> None:
+        """Sync streams cannot be pre-empted: a chunk that came too late counts as a timeout."""
+        now = self.fo._monotonic()
+        for limit, end in self._limits(committed):
+            if now > end:
+                raise AttemptTimeout(limit, now - self.attempt_t0)
+
+    def remaining(self) -> float | None:
+        return None if self.deadline is None else self.deadline - self.fo._monotonic()
+
+    # -- attempts -----------------------------------------------------------------------------
+    def begin(self) -> Attempt:
+        number = len(self.records) + 1
+        self.attempt_t0 = self.last_chunk = self.fo._monotonic()
+        timeout = None
+        read = None
+        limit, left = self.next_limit(committed=False)
+        if left is not None:
+            read = max(left, 0.0)
+        ends = [end for name, end in self._limits(True) if name in ("deadline", "attempt")]
+        if ends:
+            timeout = max(min(ends) - self.attempt_t0, 0.0)
+        self.attempt = Attempt(
+            self.current, self.requested, number, self.retries, self.swaps, timeout, read
+        )
+        route = self.current
+        self.attempt_span = self.telemetry.start_attempt(
+            self.fo.operation,
+            str(route),
+            route.provider,
+            route.model,
+            number,
+            self.retries,
+            self.swaps,
+            self.context,
+        )
+        return self.attempt
+
+    def admit(self) -> None:
+        """Ask the breaker; raises :class:`CircuitOpenError` (a failure like any other) if not."""
+        remaining = self.remaining()
+        if remaining is not None and remaining <= 0:
+            raise AttemptTimeout("deadline", self.config.deadline_s or 0.0)
+        admission, transition = self.fo.health.admit(
+            str(self.current), self.fo._clock(), self.config.breaker
+        )
+        if transition is not None:
+            self.telemetry.breaker(self.span, transition)
+        self.probe = admission is Admission.PROBE
+        if admission is Admission.REJECTED:
+            raise CircuitOpenError(str(self.current))
+
+    def attempt_context(self) -> _Attached:
+        return _Attached(trace.set_span_in_context(self.attempt_span, self.context))
+
+    def _end_attempt(
+        self, outcome: Literal["success", "failure", "rejected", "aborted"], failure: Failure | None
+    ) -> float:
+        duration = self.fo._monotonic() - self.attempt_t0
+        route = str(self.current)
+        self.records.append(
+            AttemptRecord(
+                self.current, self.attempt.number, self.attempt.retry, self.attempt.swap,
+                outcome, failure, duration,
+            )  # fmt: skip
+        )
+        attrs = {ROUTE: route, ATTEMPT_OUTCOME: outcome}
+        self.attempt_span.set_attribute(ATTEMPT_OUTCOME, outcome)
+        if failure is not None:
+            attrs[ERROR_TYPE] = failure.error_type
+            self.telemetry.fail_span(self.attempt_span, failure)
+        else:
+            self.attempt_span.set_attribute(GEN_AI_RESPONSE_MODEL, self.current.model)
+        self.attempt_span.end()
+        self.telemetry.attempts.add(1, attrs)
+        self.telemetry.attempt_duration.record(duration, attrs)
+        return duration
+
+    def _record_health(self, outcome: Outcome) -> None:
+        transition = self.fo.health.record(
+            str(self.current), outcome, self.fo._clock(), self.config.breaker, probe=self.probe
+        )
+        self.probe = False
+        if transition is not None:
+            self.telemetry.breaker(self.span, transition)
+
+    def committed(self) -> None:
+        """The attempt's first content chunk arrived."""
+        self.telemetry.time_to_first_chunk.record(
+            self.fo._monotonic() - self.attempt_t0, {ROUTE: str(self.current)}
+        )
+
+    def succeeded(self) -> None:
+        self._record_health(Outcome.SUCCESS)
+        self._end_attempt("success", None)
+        self.served = self.current
+
+    def _cool_down(self, failure: Failure) -> None:
+        seconds = max(self.config.cooldown_s, failure.retry_after or 0.0)
+        if seconds <= 0:
+            return
+        now = self.fo._clock()
+        route = str(self.current)
+        until = self.fo.health.mark_degraded(route, now + seconds)
+        self.telemetry.cooldown(self.span, route, until - now, until)
+
+    def failed(
+        self, exc: BaseException, discarded: Counter[str] | None = None
+    ) -> policy.Decision:
+        """Account for a failed attempt and decide what comes next."""
+        failure = classify(exc)
+        config = self.config
+        qualifying = policy.qualifies(config, failure)
+        aborted = isinstance(exc, _ABORTS)
+        self._record_health(Outcome.FAILURE if qualifying and not aborted else Outcome.NEUTRAL)
+        outcome: Literal["failure", "rejected", "aborted"] = (
+            "aborted" if aborted else "rejected" if isinstance(exc, CircuitOpenError) else "failure"
+        )
+        self._end_attempt(outcome, failure)
+        if discarded:
+            self.telemetry.partial_discarded(self.span, str(self.current), discarded)
+        if aborted:
+            # Cancellation is the caller's decision, never a reason to move.
+            return GiveUp(GiveUpReason.NOT_QUALIFYING, qualifying=False)
+        decision = policy.decide(
+            config,
+            failure,
+            requested=str(self.requested),
+            current=str(self.current),
+            retries=self.retries,
+            swaps=self.swaps,
+            degraded=self.fo.health.unavailable(self.fo._clock()),
+            effects=bool(self.attempt.effects),
+            remaining_s=self.remaining(),
+            rand=self.fo._random,
+        )
+        source = str(self.current)
+        if isinstance(decision, Retry):
+            self.retries += 1
+            self.telemetry.retry(self.span, source, self.attempt.number, decision.delay, failure)
+        elif isinstance(decision, Swap):
+            if failure.kind.value != "breaker_open":
+                self._cool_down(failure)
+            for skipped in decision.skipped:
+                self.telemetry.route_skipped(self.span, skipped)
+            self.swaps += 1
+            self.retries = 0
+            self.telemetry.swap(self.span, source, decision.route, failure.kind.value, self.swaps)
+            self.current = self.fo.route(decision.route)
+        else:
+            if decision.qualifying and failure.kind.value != "breaker_open":
+                self._cool_down(failure)
+            self.telemetry.swap_declined(self.span, source, decision.reason.value)
+        return decision
+
+    def failed_mid_stream(self, exc: BaseException, partial: tuple[object, ...]) -> MidStreamError:
+        """A live stream broke after output reached the consumer: degrade, report, surface."""
+        failure = classify(exc)
+        qualifying = policy.qualifies(self.config, failure)
+        self._record_health(Outcome.FAILURE if qualifying else Outcome.NEUTRAL)
+        self._end_attempt("failure", failure)
+        if qualifying:
+            self._cool_down(failure)
+        self.telemetry.swap_declined(self.span, str(self.current), "mid_stream")
+        error = MidStreamError(self.current, self.requested, failure, partial)
+        error.__cause__ = exc
+        return error
+
+    # -- the call -----------------------------------------------------------------------------
+    def _summarise(self) -> None:
+        self.span.set_attributes(
+            {
+                CALL_ATTEMPTS: len(self.records),
+                CALL_RETRIES: sum(1 for r in self.records if r.retry > 0),
+                CALL_SWAPS: self.swaps,
+            }
+        )
+
+    def finish_ok(self, value: T) -> Result[T]:
+        served = self.served or self.current
+        duration = self.fo._monotonic() - self.t0
+        self._summarise()
+        self.span.set_attributes(
+            {ROUTE_SERVED: str(served), GEN_AI_RESPONSE_MODEL: served.model}
+        )
+        self.span.end()
+        attrs = {ROUTE_REQUESTED: str(self.requested), ROUTE_SERVED: str(served)}
+        self.telemetry.call_duration.record(duration, attrs)
+        serving = self.records[-1].duration_s if self.records else duration
+        self.telemetry.added_latency.record(max(duration - serving, 0.0), attrs)
+        return Result(value, served, self.requested, tuple(self.records))
+
+    def finish_error(self, exc: BaseException) -> None:
+        if not self.span.is_recording():
+            return
+        failure = classify(exc.__cause__ if isinstance(exc, MidStreamError) and exc.__cause__ else exc)
+        self._summarise()
+        self.span.set_attribute(ERROR_TYPE, failure.error_type)
+        self.span.set_status(Status(StatusCode.ERROR, failure.kind.value))
+        self.span.end()
+        self.telemetry.call_duration.record(
+            self.fo._monotonic() - self.t0,
+            {ROUTE_REQUESTED: str(self.requested), ERROR_TYPE: failure.error_type},
+        )
+        _annotate(exc, self.requested, self.records)
+
+    def result(self, value: T) -> Result[T]:
+        return Result(value, self.served or self.current, self.requested, tuple(self.records))
+
+
+def _annotate(exc: BaseException, requested: Route, records: list[AttemptRecord]) -> None:
+    """The error that surfaces keeps its type; a note says what swerve tried."""
+    if isinstance(exc, _ABORTS) or not records:
+        return
+    tried = ", ".join(f"{r.route}#{r.number}" for r in records)
+    exc.add_note(f"swerve: requested {requested}; attempts: {tried}")
+
+
+class _Attached:
+    """Make the attempt span current while the adapter's code runs, so HTTP spans nest under it."""
+
+    __slots__ = ("_ctx", "_token")
+
+    def __init__(self, ctx: otel_context.Context) -> None:
+        self._ctx = ctx
+
+    def __enter__(self) -> None:
+        self._token = otel_context.attach(self._ctx)
+
+    def __exit__(self, *_: object) -> None:
+        otel_context.detach(self._token)
+
+
+@dataclass
+class _StreamState(Generic[C]):
+    """One attempt's chunks: held back until the attempt commits, then passed through."""
+
+    spec: StreamSpec[C]
+    live: bool
+    buffer: list[C] = field(default_factory=list)
+    delivered: list[C] = field(default_factory=list)
+    committed: bool = False
+    finished: bool = False
+
+    def feed(self, chunk: C, run: _Call) -> list[C]:
+        """What to hand the consumer now that ``chunk`` arrived."""
+        spec = self.spec
+        if spec.is_finish is not None and spec.is_finish(chunk):
+            self.finished = True
+        if self.committed:
+            self.delivered.append(chunk)
+            return [chunk]
+        self.buffer.append(chunk)
+        if self.live and spec.part(chunk) is not None:
+            self.committed = True
+            run.committed()
+            out, self.buffer = self.buffer, []
+            self.delivered.extend(out)
+            return out
+        return []
+
+    def end(self) -> list[C]:
+        if self.spec.is_finish is not None and not self.finished:
+            raise IncompleteStreamError("stream ended without its finish signal")
+        out, self.buffer = self.buffer, []
+        return out
+
+    def discarded(self, including_delivered: bool) -> Counter[str]:
+        chunks = self.buffer + self.delivered if including_delivered else self.buffer
+        return Counter(kind for c in chunks if (kind := self.spec.part(c)) is not None)
+
+
+class _StreamBase(Generic[C]):
+    def __init__(
+        self,
+        fo: Failover,
+        requested: Route,
+        spec: StreamSpec[C],
+        mid_stream: MidStream,
+        live: bool,
+    ) -> None:
+        self._fo = fo
+        self.requested = requested
+        self._spec = spec
+        self._mid_stream = mid_stream
+        self._live = live
+        self._run: _Call | None = None
+        self.route: Route | None = None
+        """The route whose output is being (or was) delivered."""
+
+    @property
+    def attempts(self) -> tuple[AttemptRecord, ...]:
+        return tuple(self._run.records) if self._run else ()
+
+    def _result(self, value: T) -> Result[T]:
+        if self._run is None:
+            return _passthrough(self.requested, value)
+        return self._run.result(value)
+
+    def _on_failure(
+        self, run: _Call, state: _StreamState[C], exc: BaseException
+    ) -> tuple[policy.Decision, StreamReset | None]:
+        """Shared by both drivers: decide after a failure; raise when the error surfaces."""
+        if state.committed and (self._mid_stream == "error" or isinstance(exc, _ABORTS)):
+            if isinstance(exc, _ABORTS):
+                run.failed(exc)
+                raise exc
+            raise run.failed_mid_stream(exc, tuple(state.delivered)) from exc
+        failed_route = run.current
+        decision = run.failed(exc, state.discarded(including_delivered=state.committed))
+        if isinstance(decision, GiveUp):
+            if state.committed:  # restart mode with nowhere to restart: as in "error" mode
+                failure = run.records[-1].failure or classify(exc)
+                error = MidStreamError(failed_route, run.requested, failure, tuple(state.delivered))
+                raise error from exc
+            raise exc
+        reset = None
+        if state.committed:  # restart mode: the consumer has to drop what it got
+            reset = StreamReset(failed_route, run.current)
+            run.telemetry.stream_reset(run.span, str(failed_route), str(run.current))
+        return decision, reset
+
+
+class FailoverStream(_StreamBase[C], Iterator[C | StreamReset]):
+    """The chunks of a failover stream (see :meth:`Failover.stream`); iterate once."""
+
+    def __init__(
+        self,
+        fo: Failover,
+        requested: Route,
+        fn: Callable[[Attempt], Iterable[C]],
+        spec: StreamSpec[C],
+        mid_stream: MidStream,
+        live: bool,
+    ) -> None:
+        super().__init__(fo, requested, spec, mid_stream, live)
+        self._fn = fn
+        self._gen = self._drive()
+
+    def __next__(self) -> C | StreamReset:
+        return next(self._gen)
+
+    def __iter__(self) -> FailoverStream[C]:
+        return self
+
+    def close(self) -> None:
+        """Stop early: closes the upstream stream and ends the spans."""
+        self._gen.close()
+
+    def __enter__(self) -> FailoverStream[C]:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def _drive(self) -> Generator[C | StreamReset, None, None]:
+        fo = self._fo
+        config = fo._active()
+        if config is None:
+            self.route = self.requested
+            yield from self._fn(Attempt(self.requested, self.requested))
+            return
+        run = self._run = _Call(fo, config, self.requested, stream=True)
+        reset: StreamReset | None = None
+        try:
+            while True:
+                attempt = run.begin()
+                state = _StreamState(self._spec, self._live)
+                upstream: Iterator[C] | None = None
+                try:
+                    run.admit()
+                    with run.attempt_context():
+                        upstream = iter(self._fn(attempt))
+                    while True:
+                        with run.attempt_context():
+                            chunk = next(upstream, _END)
+                        if chunk is _END:
+                            break
+                        run.check_limits(state.committed)
+                        run.last_chunk = fo._monotonic()
+                        out = state.feed(chunk, run)  # type: ignore[arg-type]
+                        if out:
+                            if reset is not None:
+                                yield reset
+                                reset = None
+                            self.route = run.current
+                            yield from out
+                    tail = state.end()
+                    if tail and reset is not None:
+                        yield reset
+                        reset = None
+                    self.route = run.current
+                    yield from tail
+                except BaseException as exc:
+                    _close(upstream)
+                    decision, new_reset = self._on_failure(run, state, exc)
+                    reset = new_reset or reset
+                    if isinstance(decision, Retry):
+                        fo._sleep(decision.delay)
+                    continue
+                run.succeeded()
+                run.finish_ok(None)
+                return
+        except BaseException as exc:
+            run.finish_error(exc)
+            raise
+
+
+class AsyncFailoverStream(_StreamBase[C], AsyncIterator[C | StreamReset]):
+    """The chunks of an async failover stream (see :meth:`Failover.astream`)."""
+
+    def __init__(
+        self,
+        fo: Failover,
+        requested: Route,
+        fn: Callable[[Attempt], AsyncIterable[C]],
+        spec: StreamSpec[C],
+        mid_stream: MidStream,
+        live: bool,
+    ) -> None:
+        super().__init__(fo, requested, spec, mid_stream, live)
+        self._fn = fn
+        self._gen = self._drive()
+
+    async def __anext__(self) -> C | StreamReset:
+        return await self._gen.__anext__()
+
+    def __aiter__(self) -> AsyncFailoverStream[C]:
+        return self
+
+    async def aclose(self) -> None:
+        """Stop early: closes the upstream stream and ends the spans."""
+        await self._gen.aclose()
+
+    async def __aenter__(self) -> AsyncFailoverStream[C]:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.aclose()
+
+    async def _drive(self) -> AsyncGenerator[C | StreamReset, None]:
+        fo = self._fo
+        config = fo._active()
+        if config is None:
+            self.route = self.requested
+            async for chunk in self._fn(Attempt(self.requested, self.requested)):
+                yield chunk
+            return
+        run = self._run = _Call(fo, config, self.requested, stream=True)
+        reset: StreamReset | None = None
+        try:
+            while True:
+                attempt = run.begin()
+                state = _StreamState(self._spec, self._live)
+                upstream: AsyncIterator[C] | None = None
+                try:
+                    run.admit()
+                    with run.attempt_context():
+                        upstream = aiter(self._fn(attempt))
+                    while True:
+                        limit, seconds = run.next_limit(state.committed)
+                        with run.attempt_context():
+                            chunk = await _bounded(anext(upstream, cast(C, _END)), limit, seconds)
+                        if chunk is _END:
+                            break
+                        run.last_chunk = fo._monotonic()
+                        out = state.feed(chunk, run)
+                        if out:
+                            if reset is not None:
+                                yield reset
+                                reset = None
+                            self.route = run.current
+                            for item in out:
+                                yield item
+                    tail = state.end()
+                    if tail and reset is not None:
+                        yield reset
+                        reset = None
+                    self.route = run.current
+                    for item in tail:
+                        yield item
+                except BaseException as exc:
+                    await _aclose(upstream)
+                    decision, new_reset = self._on_failure(run, state, exc)
+                    reset = new_reset or reset
+                    if isinstance(decision, Retry):
+                        await fo._async_sleep(decision.delay)
+                    continue
+                run.succeeded()
+                run.finish_ok(None)
+                return
+        except BaseException as exc:
+            run.finish_error(exc)
+            raise
+
+
+_END: object = object()
+
+
+def _close(upstream: object) -> None:
+    close = getattr(upstream, "close", None)
+    if close is not None:
+        try:
+            close()
+        except Exception:  # a broken upstream must not mask the failure being handled
+            pass
+
+
+async def _aclose(upstream: object) -> None:
+    aclose = getattr(upstream, "aclose", None)
+    if aclose is not None:
+        try:
+            await aclose()
+        except Exception:
+            pass

@@ -1,0 +1,34 @@
+"""Routes: ``provider/model``, the unit of health."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Route"]
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """A ``provider/model`` pair. The provider is the first segment, the model the rest.
+
+    ``openrouter/anthropic/claude-sonnet-5`` is provider ``openrouter``, model
+    ``anthropic/claude-sonnet-5``.
+    """
+
+    provider: str
+    model: str
+
+    @classmethod
+    def parse(cls, value: str | Route) -> Route:
+        """Parse ``provider/model``; raise :class:`ValueError` naming the value otherwise."""
+        if isinstance(value, Route):
+            return value
+        if not isinstance(value, str):
+            raise ValueError(f"route must be a 'provider/model' string, got {type(value).__name__}")
+        provider, sep, model = value.partition("/")
+        if not sep or not provider.strip() or not model.strip() or value != value.strip():
+            raise ValueError(f"route {value!r} is not 'provider/model'")
+        return cls(provider, model)
+
+    def __str__(self) -> str:
+        return f"{self.provider}/{self.model}"

@@ -1,0 +1,315 @@
+"""``swerve demo`` and ``swerve config check``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ._config import DEFAULT_ENV_VAR, ConfigError, FallbackConfig
+from .policy import next_route
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+__all__ = ["main"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="swerve", description="Failover for LLM calls.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    demo = sub.add_parser("demo", help="run a scripted outage against a built-in fake provider")
+    demo.add_argument("--fast", action="store_true", help="shorter waits (for tests)")
+    config = sub.add_parser("config", help="configuration tools")
+    config_sub = config.add_subparsers(dest="config_command", required=True)
+    check = config_sub.add_parser("check", help="validate a config and print its chains")
+    source = check.add_mutually_exclusive_group()
+    source.add_argument("--env", metavar="VAR", help=f"read JSON from VAR ({DEFAULT_ENV_VAR})")
+    source.add_argument("file", nargs="?", type=Path, help="a JSON config file")
+    args = parser.parse_args(argv)
+    if args.command == "demo":
+        return _demo(fast=args.fast)
+    return _config_check(args.file, args.env)
+
+
+# --- config check -------------------------------------------------------------------------------
+def _config_check(file: Path | None, var: str | None) -> int:
+    try:
+        if file is not None:
+            try:
+                text = file.read_text()
+            except OSError as exc:
+                print(f"error: cannot read {file}: {exc.strerror}", file=sys.stderr)
+                return 2
+            config: FallbackConfig | None = FallbackConfig.from_json(text, source=str(file))
+            where = str(file)
+        else:
+            var = var or DEFAULT_ENV_VAR
+            config = FallbackConfig.from_env(var)
+            where = f"${var}"
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if config is None:
+        print(f"{where} is not set: swerve passes every call straight through.")
+        return 0
+    print(f"{where}: valid")
+    if not config.enabled:
+        print("max_swaps is 0: swerve is off, calls pass straight through.")
+    print(
+        f"retries per route: {config.max_retries}, swaps per call: {config.max_swaps}, "
+        f"cooldown: {config.cooldown_s:g}s, statuses: {sorted(config.fallback_on)}"
+    )
+    for route in config.fallbacks:
+        print(f"  {' -> '.join(_chain(config, route))}")
+    return 0
+
+
+def _chain(config: FallbackConfig, requested: str) -> list[str]:
+    """The order a call for ``requested`` would try routes in, up to the swap budget."""
+    chain, current = [requested], requested
+    for _ in range(config.max_swaps):
+        target = next_route(config, requested, current)
+        if target is None:
+            break
+        chain.append(target)
+        current = target
+    return chain
+
+
+# --- demo ---------------------------------------------------------------------------------------
+PRIMARY = "openrouter/anthropic/claude-sonnet-5"
+FALLBACK = "anthropic/claude-sonnet-5"
+
+
+def _demo(*, fast: bool) -> int:
+    try:
+        from rich.console import Console
+    except ImportError:
+        print("swerve demo needs rich: pip install 'swerve[cli]'", file=sys.stderr)
+        return 2
+    console = Console(highlight=False)
+    try:
+        _run_demo(console, fast=fast)
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+def _run_demo(console: Console, *, fast: bool) -> None:
+    import httpx
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from ._engine import Attempt, Failover, StreamSpec
+    from .failures import InStreamError
+    from .health import MemoryHealth
+    from .telemetry import Telemetry
+    from .testing import FakeProvider, Fault, Reply
+
+    scale = 0.1 if fast else 1.0
+    exporter = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+    live = _Timeline(console)
+    tracer_provider.add_span_processor(live)
+    if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+        tracer_provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+        console.print(f"[dim]also exporting spans to {os.environ['OTEL_EXPORTER_OTLP_ENDPOINT']}[/]")
+
+    config = FallbackConfig(
+        fallbacks={PRIMARY: FALLBACK, FALLBACK: PRIMARY},
+        max_retries=2,
+        max_swaps=1,
+        cooldown_s=3 * scale,
+        backoff_initial_s=0.4 * scale,
+        jitter=False,
+    )
+
+    def sleep(seconds: float) -> None:
+        live.flush()  # show the retry decision before waiting it out
+        time.sleep(seconds)
+
+    failover = Failover(
+        config, MemoryHealth(), telemetry=Telemetry(tracer_provider), sleep=sleep
+    )
+
+    with FakeProvider() as fake, httpx.Client() as client:
+        fake.set_reply("openrouter", Reply(text="Hello from Claude via OpenRouter."))
+        fake.set_reply("anthropic", Reply(text="Hello from Claude, direct."))
+
+        def url(attempt: Attempt) -> str:
+            return f"{fake.url(attempt.route.provider)}/v1/chat/completions"
+
+        def complete(attempt: Attempt) -> str:
+            body = {"model": attempt.route.model, "messages": [{"role": "user", "content": "hi"}]}
+            response = client.post(url(attempt), json=body, timeout=attempt.timeout or 30)
+            response.raise_for_status()
+            return str(response.json()["choices"][0]["message"]["content"])
+
+        def chunks(attempt: Attempt) -> Iterator[dict[str, Any]]:
+            body = {
+                "model": attempt.route.model,
+                "messages": [{"role": "user", "content": "hi"}],
+                "stream": True,
+            }
+            with client.stream("POST", url(attempt), json=body) as response:
+                response.raise_for_status()
+                for line in response.iter_lines():
+                    if not line.startswith("data:"):
+                        continue
+                    data = line[5:].strip()
+                    if data == "[DONE]":
+                        yield {"done": True}
+                        continue
+                    chunk = json.loads(data)
+                    if "error" in chunk:
+                        raise InStreamError(chunk, route=str(attempt.route))
+                    yield chunk
+
+        spec: StreamSpec[dict[str, Any]] = StreamSpec(
+            part=lambda c: "text" if _delta(c) else None, is_finish=lambda c: "done" in c
+        )
+
+        console.rule("[bold]swerve demo[/]: a scripted outage on a fake provider (no network)")
+        console.print(f"chain: {PRIMARY} <-> {FALLBACK}; {config.max_retries} retries per route")
+
+        console.rule("1. the primary returns 503s")
+        fake.set_fault("openrouter", Fault.status(503))
+        result = failover.call(PRIMARY, complete)
+        live.flush()
+        console.print(f"[green]answer[/] from [bold]{result.route}[/]: {result.value!r}")
+
+        console.rule("2. the next call starts on the healthy route")
+        result = failover.call(PRIMARY, complete)
+        live.flush()
+        console.print(
+            f"[green]answer[/] from [bold]{result.route}[/] after {len(result.attempts)} attempt, "
+            f"{fake.requests('openrouter')} requests to the primary so far"
+        )
+
+        console.rule("3. cooldown over; the primary streams an error inside a 200")
+        time.sleep(config.cooldown_s)
+        fake.set_fault("openrouter", Fault.error_before_content("openrouter", 503))
+        fake.set_fault("anthropic", Fault.ok())
+        stream = failover.stream(PRIMARY, chunks, spec)
+        text = "".join(_delta(c) for c in stream if isinstance(c, dict))
+        live.flush()
+        console.print(f"[green]streamed[/] from [bold]{stream.route}[/]: {text!r}")
+
+        console.rule("4. recovery")
+        time.sleep(config.cooldown_s)
+        fake.set_fault("openrouter", Fault.ok())
+        result = failover.call(PRIMARY, complete)
+        live.flush()
+        console.print(f"[green]answer[/] from [bold]{result.route}[/]: {result.value!r}")
+
+    tracer_provider.shutdown()  # flushes an OTLP exporter, if any
+    console.rule("trace")
+    _print_trace(console, exporter.get_finished_spans())
+
+
+def _delta(chunk: dict[str, Any]) -> str:
+    choices = chunk.get("choices") or [{}]
+    return str((choices[0].get("delta") or {}).get("content") or "")
+
+
+class _Timeline:
+    """A span processor that prints attempts and decisions as they happen."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.call: Any = None
+        self.printed = 0
+        self.t0 = time.monotonic()
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        if span.name.startswith("swerve "):
+            self.call, self.printed = span, 0
+            self.t0 = time.monotonic()
+        else:
+            self.flush()  # decisions taken before this attempt began
+
+    def on_end(self, span: Any) -> None:
+        attrs = span.attributes or {}
+        if "swerve.attempt.number" in attrs:
+            outcome = attrs.get("swerve.attempt.outcome", "?")
+            colour = "green" if outcome == "success" else "red"
+            detail = attrs.get("error.type", "")
+            self._line(f"attempt {attrs['swerve.attempt.number']} on {attrs['swerve.route']}: "
+                       f"[{colour}]{outcome}[/] {detail}")
+        self.flush()
+
+    def flush(self) -> None:
+        if self.call is None:
+            return
+        events = list(self.call.events)
+        for event in events[self.printed :]:
+            self._line(_describe_event(event.name, dict(event.attributes or {})))
+        self.printed = len(events)
+
+    def _line(self, text: str) -> None:
+        self.console.print(f"[dim]{time.monotonic() - self.t0:6.2f}s[/]  {text}")
+
+    def shutdown(self) -> None:
+        pass
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+    def _on_ending(self, span: Any) -> None:
+        pass
+
+
+def _describe_event(name: str, a: dict[str, Any]) -> str:
+    short = name.removeprefix("swerve.")
+    if short == "retry":
+        return f"[yellow]retry[/] {a['swerve.route']} in {a['swerve.retry.delay_s']:.2f}s ({a['error.type']})"
+    if short == "swap":
+        return f"[magenta]swap[/] {a['swerve.route.from']} -> {a['swerve.route.to']} ({a['swerve.reason']})"
+    if short == "cooldown":
+        return f"[blue]cooldown[/] {a['swerve.route']} for {a['swerve.cooldown.seconds']:.1f}s"
+    if short == "route_skipped":
+        return f"[blue]skip[/] {a['swerve.route']} (degraded)"
+    if short == "swap_declined":
+        return f"[red]surface[/] error on {a['swerve.route']} ({a['swerve.reason']})"
+    rest = ", ".join(f"{k.removeprefix('swerve.')}={v}" for k, v in a.items())
+    return f"{short} {rest}"
+
+
+def _print_trace(console: Console, spans: Sequence[Any]) -> None:
+    from rich.tree import Tree
+
+    children: dict[int | None, list[Any]] = {}
+    for span in spans:
+        parent = span.parent.span_id if span.parent else None
+        children.setdefault(parent, []).append(span)
+
+    def add(tree: Tree, span: Any) -> None:
+        ms = (span.end_time - span.start_time) / 1e6
+        status = "" if span.status.is_ok else " [red]ERROR[/]"
+        route = (span.attributes or {}).get("swerve.route")
+        where = f" on {route}" if route else ""
+        node = tree.add(f"[bold]{span.name}[/]{where} {ms:.0f} ms{status}")
+        for event in span.events:
+            node.add(f"[dim]{_describe_event(event.name, dict(event.attributes or {}))}[/]")
+        for child in sorted(children.get(span.context.span_id, []), key=lambda s: s.start_time):
+            add(node, child)
+
+    root = Tree("spans")
+    for span in sorted(children.get(None, []), key=lambda s: s.start_time):
+        add(root, span)
+    console.print(root)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,342 @@
+"""Every span, event, metric and attribute name swerve emits, and the one object that emits them.
+
+docs/telemetry.md documents each name here; a test holds the two together. Prompt and
+completion text are never recorded, nor are credentials: failure messages pass through
+redaction before they reach a span.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import weakref
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Final
+
+from opentelemetry import metrics, trace
+from opentelemetry.context import Context
+from opentelemetry.metrics import CallbackOptions, Observation
+from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as _gen_ai
+from opentelemetry.semconv.attributes import error_attributes as _error
+from opentelemetry.semconv.attributes import http_attributes as _http
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.util.types import AttributeValue
+
+from .failures import Failure
+
+if TYPE_CHECKING:
+    from .health import BreakerTransition, HealthStore
+
+__all__ = ["INSTRUMENTATION_NAME", "Telemetry"]
+
+INSTRUMENTATION_NAME: Final = "swerve"
+_log = logging.getLogger("swerve")
+
+# --- attributes: semantic conventions where they have the name -------------------------------
+GEN_AI_OPERATION_NAME: Final = _gen_ai.GEN_AI_OPERATION_NAME
+GEN_AI_PROVIDER_NAME: Final = _gen_ai.GEN_AI_PROVIDER_NAME
+GEN_AI_REQUEST_MODEL: Final = _gen_ai.GEN_AI_REQUEST_MODEL
+GEN_AI_RESPONSE_MODEL: Final = _gen_ai.GEN_AI_RESPONSE_MODEL
+ERROR_TYPE: Final = _error.ERROR_TYPE
+HTTP_RESPONSE_STATUS_CODE: Final = _http.HTTP_RESPONSE_STATUS_CODE
+
+# --- attributes: swerve's own ----------------------------------------------------------------
+ROUTE: Final = "swerve.route"
+ROUTE_REQUESTED: Final = "swerve.route.requested"
+ROUTE_SERVED: Final = "swerve.route.served"
+ROUTE_FROM: Final = "swerve.route.from"
+ROUTE_TO: Final = "swerve.route.to"
+ATTEMPT_NUMBER: Final = "swerve.attempt.number"
+ATTEMPT_RETRY: Final = "swerve.attempt.retry"
+ATTEMPT_OUTCOME: Final = "swerve.attempt.outcome"
+SWAP_INDEX: Final = "swerve.swap.index"
+REASON: Final = "swerve.reason"
+FAILURE_KIND: Final = "swerve.failure.kind"
+FAILURE_IN_STREAM: Final = "swerve.failure.in_stream"
+FAILURE_MESSAGE: Final = "swerve.failure.message"
+RETRY_DELAY: Final = "swerve.retry.delay_s"
+COOLDOWN_SECONDS: Final = "swerve.cooldown.seconds"
+COOLDOWN_UNTIL: Final = "swerve.cooldown.until"
+BREAKER_FROM: Final = "swerve.breaker.from"
+BREAKER_TO: Final = "swerve.breaker.to"
+CALL_ATTEMPTS: Final = "swerve.attempts"
+CALL_RETRIES: Final = "swerve.retries"
+CALL_SWAPS: Final = "swerve.swaps"
+STREAM: Final = "swerve.stream"
+DISCARDED_TEXT: Final = "swerve.discarded.text"
+DISCARDED_REASONING: Final = "swerve.discarded.reasoning"
+DISCARDED_TOOL_CALL: Final = "swerve.discarded.tool_call"
+DISCARDED_OTHER: Final = "swerve.discarded.other"
+CACHE_FIX_BLOCKS: Final = "swerve.cache_fix.blocks"
+CACHE_FIX_MOVED_TO: Final = "swerve.cache_fix.moved_to"
+
+DISCARDED_BY_PART: Final = {
+    "text": DISCARDED_TEXT,
+    "reasoning": DISCARDED_REASONING,
+    "tool_call": DISCARDED_TOOL_CALL,
+    "other": DISCARDED_OTHER,
+}
+
+# --- span names ------------------------------------------------------------------------------
+SPAN_CALL: Final = "swerve {operation} {route}"  # INTERNAL, one per logical call
+SPAN_ATTEMPT: Final = "{operation} {model}"  # CLIENT, one per attempt (GenAI convention)
+
+# --- events (on the call span) ---------------------------------------------------------------
+EVENT_RETRY: Final = "swerve.retry"
+EVENT_SWAP: Final = "swerve.swap"
+EVENT_SWAP_DECLINED: Final = "swerve.swap_declined"
+EVENT_COOLDOWN: Final = "swerve.cooldown"
+EVENT_ROUTE_SKIPPED: Final = "swerve.route_skipped"
+EVENT_BREAKER: Final = "swerve.breaker"
+EVENT_PARTIAL_DISCARDED: Final = "swerve.partial_discarded"
+EVENT_STREAM_RESET: Final = "swerve.stream_reset"
+EVENT_CACHE_FIX: Final = "swerve.cache_fix"
+
+# --- metrics ---------------------------------------------------------------------------------
+METRIC_ATTEMPTS: Final = "swerve.attempts"
+METRIC_RETRIES: Final = "swerve.retries"
+METRIC_SWAPS: Final = "swerve.swaps"
+METRIC_SWAPS_DECLINED: Final = "swerve.swaps_declined"
+METRIC_COOLDOWNS: Final = "swerve.cooldowns"
+METRIC_ROUTE_SKIPS: Final = "swerve.route_skips"
+METRIC_BREAKER_TRANSITIONS: Final = "swerve.breaker.transitions"
+METRIC_PARTIAL_DISCARDS: Final = "swerve.partial_discards"
+METRIC_CACHE_FIXES: Final = "swerve.cache_fixes"
+METRIC_ROUTE_DEGRADED: Final = "swerve.route.degraded"
+METRIC_BREAKER_STATE: Final = "swerve.breaker.state"
+METRIC_CALL_DURATION: Final = "swerve.call.duration"
+METRIC_ATTEMPT_DURATION: Final = "swerve.attempt.duration"
+METRIC_ADDED_LATENCY: Final = "swerve.call.added_latency"
+METRIC_TIME_TO_FIRST_CHUNK: Final = "swerve.stream.time_to_first_chunk"
+
+# Second-scale buckets: LLM calls take seconds, failover waits tens of seconds.
+DURATION_BUCKETS: Final = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0,
+)  # fmt: skip
+BREAKER_STATE_VALUES: Final = {"closed": 0, "half_open": 1, "open": 2}
+
+Attributes = Mapping[str, AttributeValue]
+
+
+class Telemetry:
+    """Emits swerve's spans, events, metrics and logs through the given (or global) providers.
+
+    Instruments are created once here, never on the call path. ``record_messages`` is the
+    opt-in for failure messages on spans (redacted either way; off by default).
+    """
+
+    def __init__(
+        self,
+        tracer_provider: trace.TracerProvider | None = None,
+        meter_provider: metrics.MeterProvider | None = None,
+        *,
+        record_messages: bool = False,
+    ) -> None:
+        from . import __version__
+
+        self.tracer = trace.get_tracer(INSTRUMENTATION_NAME, __version__, tracer_provider)
+        meter = metrics.get_meter(INSTRUMENTATION_NAME, __version__, meter_provider)
+        self.record_messages = record_messages
+        self._health: weakref.WeakSet[HealthStore] = weakref.WeakSet()
+        self._clock = time.time
+
+        def counter(name: str, unit: str, description: str) -> metrics.Counter:
+            return meter.create_counter(name, unit, description)
+
+        def histogram(name: str, description: str) -> metrics.Histogram:
+            return meter.create_histogram(
+                name, "s", description, explicit_bucket_boundaries_advisory=DURATION_BUCKETS
+            )
+
+        self.attempts = counter(METRIC_ATTEMPTS, "{attempt}", "Attempts, by route and outcome")
+        self.retries = counter(METRIC_RETRIES, "{retry}", "Same-route retries")
+        self.swaps = counter(METRIC_SWAPS, "{swap}", "Swaps from one route to another")
+        self.swaps_declined = counter(
+            METRIC_SWAPS_DECLINED, "{decision}", "Failures surfaced instead of swapped"
+        )
+        self.cooldowns = counter(METRIC_COOLDOWNS, "{cooldown}", "Cooldowns started or extended")
+        self.route_skips = counter(
+            METRIC_ROUTE_SKIPS, "{skip}", "Degraded routes a call walked past"
+        )
+        self.breaker_transitions = counter(
+            METRIC_BREAKER_TRANSITIONS, "{transition}", "Circuit breaker state changes"
+        )
+        self.partial_discards = counter(
+            METRIC_PARTIAL_DISCARDS, "{discard}", "Failed attempts whose partial output was dropped"
+        )
+        self.cache_fixes = counter(
+            METRIC_CACHE_FIXES, "{fix}", "Request bodies whose empty-text cache markers were moved"
+        )
+        self.call_duration = histogram(METRIC_CALL_DURATION, "Logical call duration, waits included")
+        self.attempt_duration = histogram(METRIC_ATTEMPT_DURATION, "Duration of one attempt")
+        self.added_latency = histogram(
+            METRIC_ADDED_LATENCY, "Call duration minus the serving attempt's: what failover cost"
+        )
+        self.time_to_first_chunk = histogram(
+            METRIC_TIME_TO_FIRST_CHUNK, "From attempt start to its first content chunk"
+        )
+        meter.create_observable_gauge(
+            METRIC_ROUTE_DEGRADED, [self._observe_degraded], "1", "1 while a route is cooling down"
+        )
+        meter.create_observable_gauge(
+            METRIC_BREAKER_STATE,
+            [self._observe_breaker],
+            "1",
+            "Breaker state per route: 0 closed, 1 half-open, 2 open",
+        )
+
+    # -- gauges ---------------------------------------------------------------------------------
+    def watch(self, health: HealthStore) -> None:
+        """Report ``health``'s routes in the degraded and breaker-state gauges."""
+        self._health.add(health)
+
+    def _snapshots(self) -> Iterable[tuple[str, float | None, str]]:
+        now = self._clock()
+        for store in list(self._health):
+            for route in store.snapshot(now):
+                yield route.route, route.degraded_until, route.breaker.value
+
+    def _observe_degraded(self, _: CallbackOptions) -> Iterable[Observation]:
+        return [
+            Observation(1 if until else 0, {ROUTE: route}) for route, until, _ in self._snapshots()
+        ]
+
+    def _observe_breaker(self, _: CallbackOptions) -> Iterable[Observation]:
+        return [
+            Observation(BREAKER_STATE_VALUES[state], {ROUTE: route})
+            for route, _, state in self._snapshots()
+        ]
+
+    # -- spans ----------------------------------------------------------------------------------
+    def start_call(self, operation: str, requested: str, provider: str, model: str) -> Span:
+        return self.tracer.start_span(
+            SPAN_CALL.format(operation=operation, route=requested),
+            kind=SpanKind.INTERNAL,
+            attributes={
+                GEN_AI_OPERATION_NAME: operation,
+                GEN_AI_PROVIDER_NAME: provider,
+                GEN_AI_REQUEST_MODEL: model,
+                ROUTE_REQUESTED: requested,
+            },
+        )
+
+    def start_attempt(
+        self,
+        operation: str,
+        route: str,
+        provider: str,
+        model: str,
+        number: int,
+        retry: int,
+        swap: int,
+        context: Context | None,
+    ) -> Span:
+        return self.tracer.start_span(
+            SPAN_ATTEMPT.format(operation=operation, model=model),
+            context=context,
+            kind=SpanKind.CLIENT,
+            attributes={
+                GEN_AI_OPERATION_NAME: operation,
+                GEN_AI_PROVIDER_NAME: provider,
+                GEN_AI_REQUEST_MODEL: model,
+                ROUTE: route,
+                ATTEMPT_NUMBER: number,
+                ATTEMPT_RETRY: retry,
+                SWAP_INDEX: swap,
+            },
+        )
+
+    def fail_span(self, span: Span, failure: Failure) -> None:
+        attrs: dict[str, AttributeValue] = {
+            ERROR_TYPE: failure.error_type,
+            FAILURE_KIND: failure.kind.value,
+            FAILURE_IN_STREAM: failure.in_stream,
+        }
+        if failure.status is not None:
+            attrs[HTTP_RESPONSE_STATUS_CODE] = failure.status
+        if self.record_messages and failure.message:
+            attrs[FAILURE_MESSAGE] = failure.message
+        span.set_attributes(attrs)
+        span.set_status(Status(StatusCode.ERROR, failure.kind.value))
+
+    # -- decisions ------------------------------------------------------------------------------
+    def retry(self, span: Span, route: str, attempt: int, delay: float, failure: Failure) -> None:
+        attrs: dict[str, AttributeValue] = {
+            ROUTE: route,
+            ATTEMPT_NUMBER: attempt,
+            RETRY_DELAY: delay,
+            ERROR_TYPE: failure.error_type,
+            FAILURE_KIND: failure.kind.value,
+        }
+        if failure.status is not None:
+            attrs[HTTP_RESPONSE_STATUS_CODE] = failure.status
+        span.add_event(EVENT_RETRY, attrs)
+        self.retries.add(1, {ROUTE: route, ERROR_TYPE: failure.error_type})
+
+    def swap(self, span: Span, source: str, target: str, reason: str, index: int) -> None:
+        span.add_event(
+            EVENT_SWAP, {ROUTE_FROM: source, ROUTE_TO: target, REASON: reason, SWAP_INDEX: index}
+        )
+        self.swaps.add(1, {ROUTE_FROM: source, ROUTE_TO: target, REASON: reason})
+        # The log line the seed's operators grep for, correlated through the current span.
+        _log.warning(
+            "[model-fallback] switched model from %s to %s (%s)",
+            source,
+            target,
+            reason,
+            extra={"swerve.route.from": source, "swerve.route.to": target, "swerve.reason": reason},
+        )
+
+    def swap_declined(self, span: Span, route: str, reason: str) -> None:
+        span.add_event(EVENT_SWAP_DECLINED, {ROUTE: route, REASON: reason})
+        self.swaps_declined.add(1, {ROUTE: route, REASON: reason})
+
+    def cooldown(self, span: Span | None, route: str, seconds: float, until: float) -> None:
+        if span is not None:
+            span.add_event(
+                EVENT_COOLDOWN, {ROUTE: route, COOLDOWN_SECONDS: seconds, COOLDOWN_UNTIL: until}
+            )
+        self.cooldowns.add(1, {ROUTE: route})
+
+    def route_skipped(self, span: Span, route: str) -> None:
+        span.add_event(EVENT_ROUTE_SKIPPED, {ROUTE: route, REASON: "degraded"})
+        self.route_skips.add(1, {ROUTE: route})
+
+    def breaker(self, span: Span | None, transition: BreakerTransition) -> None:
+        attrs = {
+            ROUTE: transition.route,
+            BREAKER_FROM: transition.before.value,
+            BREAKER_TO: transition.after.value,
+        }
+        if span is not None:
+            span.add_event(EVENT_BREAKER, attrs)
+        self.breaker_transitions.add(1, attrs)
+
+    def partial_discarded(self, span: Span, route: str, counts: Mapping[str, int]) -> None:
+        attrs: dict[str, AttributeValue] = {ROUTE: route}
+        for part, n in counts.items():
+            attrs[DISCARDED_BY_PART.get(part, DISCARDED_OTHER)] = n
+        span.add_event(EVENT_PARTIAL_DISCARDED, attrs)
+        self.partial_discards.add(1, {ROUTE: route})
+
+    def stream_reset(self, span: Span, route: str, target: str) -> None:
+        span.add_event(EVENT_STREAM_RESET, {ROUTE_FROM: route, ROUTE_TO: target})
+
+    def cache_fix(self, route: str, blocks: int, moved_to: Sequence[str]) -> None:
+        """Empty-text ``cache_control`` markers moved (or dropped) in an outgoing body."""
+        span = trace.get_current_span()
+        span.add_event(
+            EVENT_CACHE_FIX, {ROUTE: route, CACHE_FIX_BLOCKS: blocks, CACHE_FIX_MOVED_TO: moved_to}
+        )
+        self.cache_fixes.add(1, {ROUTE: route})
+
+
+_default: Telemetry | None = None
+
+
+def default_telemetry() -> Telemetry:
+    """The process-wide Telemetry on the global providers (proxies until they are set)."""
+    global _default
+    if _default is None:
+        _default = Telemetry()
+    return _default

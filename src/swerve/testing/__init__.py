@@ -1,0 +1,21 @@
+"""A fake LLM provider server with fault injection, for testing failover configurations.
+
+``FakeProvider`` serves named providers on 127.0.0.1, each speaking the OpenAI chat
+completions and the Anthropic messages wire (JSON and SSE). Replies are set per provider
+with :class:`Reply`; failures are injected per provider with :class:`Fault` (HTTP statuses,
+resets, hangs, errors inside 200 streams, truncated and slow streams), either as a standing
+fault or as a script consumed one request at a time::
+
+    with FakeProvider() as fake:
+        fake.script("primary", [Fault.status(503), Fault.error_before_content("openrouter")])
+        fake.set_reply("fallback", Reply(text="served by fallback"))
+        client = openai.OpenAI(base_url=f"{fake.url('primary')}/v1", api_key="test")
+
+Only the standard library is needed. Under pytest, the ``fake_provider`` fixture yields a
+started instance.
+"""
+
+from ._model import ErrorStyle, Fault, FaultKind, Reply, ToolCall
+from ._server import FakeProvider
+
+__all__ = ["ErrorStyle", "FakeProvider", "Fault", "FaultKind", "Reply", "ToolCall"]

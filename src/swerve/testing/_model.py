@@ -1,0 +1,190 @@
+"""What the fake provider answers (:class:`Reply`) and how it misbehaves (:class:`Fault`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = ["ErrorStyle", "Fault", "FaultKind", "Reply", "ToolCall"]
+
+ErrorStyle = Literal["openrouter", "openai", "anthropic"]
+"""Shape of an error sent inside a 200 stream (see :meth:`Fault.error_before_content`)."""
+
+FaultKind = Literal[
+    "ok",
+    "status",
+    "context_overflow",
+    "reset",
+    "reset_after",
+    "hang",
+    "error_before_content",
+    "error_after",
+    "drop_after",
+    "no_finish",
+    "slow",
+]
+
+_STYLES: tuple[ErrorStyle, ...] = ("openrouter", "openai", "anthropic")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A tool call the fake model makes; ``id`` is generated per response when None."""
+
+    name: str
+    arguments: Mapping[str, object]
+    id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """What a provider answers when no fault gets in the way.
+
+    ``text=None`` means ``"hello from <provider>"``; pass ``""`` for no text at all (a pure
+    tool-call turn). ``reasoning`` is sent as signed reasoning (Anthropic ``thinking`` block
+    with a ``signature``; OpenRouter ``reasoning`` + ``reasoning_details`` on the OpenAI wire).
+    ``usage`` is ``(input_tokens, output_tokens)``.
+    """
+
+    text: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    reasoning: str | None = None
+    usage: tuple[int, int] = (10, 5)
+
+    def __post_init__(self) -> None:
+        # Accept a list for convenience; keep the stored value immutable.
+        object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    """How one request on a provider fails. Build it with the constructors, not directly.
+
+    Every fault is served in the shape of the wire the request came in on (OpenAI chat
+    completions or Anthropic messages), and of JSON or SSE as the request asked.
+    """
+
+    kind: FaultKind = "ok"
+    code: int = 503
+    retry_after: float | str | None = None
+    retry_after_ms: int | None = None
+    body: str | Mapping[str, object] | None = None
+    after: int = 0
+    style: ErrorStyle = "openrouter"
+    first_token_s: float = 0.0
+    per_chunk_s: float = 0.0
+
+    @classmethod
+    def ok(cls) -> Fault:
+        """No fault: the reply is served normally."""
+        return cls()
+
+    @classmethod
+    def status(
+        cls,
+        code: int,
+        retry_after: float | str | None = None,
+        retry_after_ms: int | None = None,
+        body: str | Mapping[str, object] | None = None,
+    ) -> Fault:
+        """An HTTP error response with the wire's real error body.
+
+        OpenAI: ``{"error": {"message", "type", "param", "code"}}``. Anthropic:
+        ``{"type": "error", "error": {"type", "message"}}`` with the type the real API uses
+        for the status (529 ``overloaded_error``, 429 ``rate_limit_error``, 5xx ``api_error``,
+        400 ``invalid_request_error``, 401 ``authentication_error``, ...). ``retry_after``
+        (seconds, or a str such as an HTTP date, sent verbatim) sets ``Retry-After``;
+        ``retry_after_ms`` sets ``retry-after-ms``. ``body`` replaces the body: a mapping is
+        sent as JSON, a str as-is with ``text/html`` (a gateway's error page).
+        """
+        return cls(
+            "status", code=code, retry_after=retry_after, retry_after_ms=retry_after_ms, body=body
+        )
+
+    @classmethod
+    def context_overflow(cls) -> Fault:
+        """400 with the wire's real "prompt too long" error (never worth a swap).
+
+        OpenAI: code ``context_length_exceeded``, "This model's maximum context length is
+        ...". Anthropic: ``invalid_request_error``, "prompt is too long: 250000 tokens >
+        200000 maximum".
+        """
+        return cls("context_overflow", code=400)
+
+    @classmethod
+    def reset(cls) -> Fault:
+        """Read the request, then reset the connection (RST) without any response."""
+        return cls("reset")
+
+    @classmethod
+    def reset_after(cls, n: int) -> Fault:
+        """Stream ``n`` content chunks, then reset the connection (RST).
+
+        A non-stream request is reset before any response.
+        """
+        return cls("reset_after", after=n)
+
+    @classmethod
+    def hang(cls) -> Fault:
+        """Read the request and never answer.
+
+        The request is released (connection closed, no response) when the provider's fault
+        changes, when the server stops, or after 120 s at most.
+        """
+        return cls("hang")
+
+    @classmethod
+    def error_before_content(cls, style: ErrorStyle, code: int = 503) -> Fault:
+        """A 200 SSE stream whose error arrives before any content, then the stream ends.
+
+        ``"openrouter"``: after the role delta, a ``chat.completion.chunk`` carrying
+        ``"error": {"code", "message"}`` and ``finish_reason: "error"`` (what OpenRouter
+        really sends). ``"openai"``: a bare ``data: {"error": {...}}`` chunk. ``"anthropic"``:
+        ``event: error`` with ``{"type": "error", "error": {"type": "overloaded_error", ...}}``
+        right after ``message_start`` (``rate_limit_error`` for 429, ``api_error`` for 500).
+        A non-stream request gets the error as a 200 JSON body (OpenRouter does that too).
+        """
+        return cls("error_before_content", code=code, style=_check_style(style))
+
+    @classmethod
+    def error_after(cls, n: int, style: ErrorStyle, code: int = 503) -> Fault:
+        """Like :meth:`error_before_content`, but after ``n`` content chunks."""
+        return cls("error_after", code=code, after=n, style=_check_style(style))
+
+    @classmethod
+    def drop_after(cls, n: int) -> Fault:
+        """Stream ``n`` content chunks, then close the connection cleanly (FIN) mid-body.
+
+        No finish chunk, no ``[DONE]`` / ``message_stop``, and no end of the chunked body,
+        so httpx raises ``RemoteProtocolError`` (incomplete chunked read). A non-stream
+        request gets its headers and half its body.
+        """
+        return cls("drop_after", after=n)
+
+    @classmethod
+    def no_finish(cls) -> Fault:
+        """Stream all content, then end the body without the finish events.
+
+        No ``finish_reason`` chunk, usage chunk or ``[DONE]`` (OpenAI); no ``message_delta``
+        or ``message_stop`` (Anthropic). The HTTP body itself ends properly, so only a
+        client that checks for the finish signal notices. A non-stream request gets a body
+        whose ``finish_reason`` / ``stop_reason`` is null.
+        """
+        return cls("no_finish")
+
+    @classmethod
+    def slow(cls, first_token_s: float = 0.0, per_chunk_s: float = 0.0) -> Fault:
+        """Wait ``first_token_s`` before the first content chunk and ``per_chunk_s`` between
+        the following ones (each wait capped at 120 s; stop() interrupts them).
+
+        A non-stream response is delayed by ``first_token_s`` as a whole.
+        """
+        return cls("slow", first_token_s=first_token_s, per_chunk_s=per_chunk_s)
+
+
+def _check_style(style: str) -> ErrorStyle:
+    for known in _STYLES:
+        if style == known:
+            return known
+    raise ValueError(f"unknown error style {style!r}; expected one of {_STYLES}")

@@ -1,0 +1,116 @@
+"""FallbackConfig: names, defaults, camelCase, validation errors that name the field, env reload."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from swerve import ConfigError, FallbackConfig
+from swerve._config import EnvConfig
+
+VAR = "SWERVE_TEST_FALLBACK_CONFIG"
+
+
+def test_defaults() -> None:
+    c = FallbackConfig()
+    assert c.fallbacks == {}
+    assert c.fallback_on == {408, 409, 429, 500, 502, 503, 504, 529}
+    assert (c.max_retries, c.backoff_initial_s, c.backoff_factor, c.backoff_max_s) == (2, 2.0, 2.0, 30.0)
+    assert c.jitter is True and c.retry_after_max_s == 60
+    assert c.enabled
+
+
+def test_coordinator_camel_case_keys() -> None:
+    text = json.dumps(
+        {
+            "fallbackModelsByModel": {
+                "openrouter/anthropic/claude-sonnet-5": "anthropic/claude-sonnet-5",
+                "anthropic/claude-sonnet-5": "openrouter/anthropic/claude-sonnet-5",
+            },
+            "fallbackOnErrors": [429, 500, 502, 503, 504, 529, 402],
+            "maxFallbackAttempts": 2,
+            "maxUpstreamRetryAttempts": 3,
+            "cooldownSeconds": 120,
+        }
+    )
+    c = FallbackConfig.from_json(text)
+    assert c.fallbacks["anthropic/claude-sonnet-5"] == "openrouter/anthropic/claude-sonnet-5"
+    assert 402 in c.fallback_on
+    assert (c.max_swaps, c.max_retries, c.cooldown_s) == (2, 3, 120)
+
+
+@pytest.mark.parametrize(
+    ("data", "names"),
+    [
+        ({"fallbacks": {"claude": "anthropic/claude"}}, ["fallbacks", "'claude'", "provider/model"]),
+        ({"fallbacks": {"a/b": "gpt-5"}}, ["fallbacks['a/b']", "'gpt-5'"]),
+        ({"fallbacks": {"a/b": ["c/d", 7]}}, ["fallbacks"]),
+        ({"fallbacks": {"a/b": []}}, ["fallbacks['a/b']", "empty"]),
+        ({"fallbacks": {"a/b": "a/b"}}, ["names the route itself"]),
+        ({"max_swaps": -1}, ["max_swaps", "greater than or equal to 0"]),
+        ({"maxUpstreamRetryAttempts": 1.5}, ["maxUpstreamRetryAttempts", "integer"]),
+        ({"max_retries": None}, ["max_retries"]),
+        ({"max_retries": "3"}, ["max_retries"]),
+        ({"cooldownSeconds": -5}, ["cooldownSeconds"]),
+        ({"fallback_on": [503, 99]}, ["fallback_on", "99"]),
+        ({"retries": 3}, ["retries", "unknown key"]),
+        ({"breaker": {"min_calls": 0}}, ["breaker.min_calls"]),
+        ({"breaker": {"open_s": 60, "max_open_s": 30}}, ["breaker", "max_open_s"]),
+        ({"attempt_timeout_s": 0}, ["attempt_timeout_s"]),
+    ],
+)
+def test_validation_errors_name_the_field(data: dict[str, object], names: list[str]) -> None:
+    with pytest.raises(ConfigError) as info:
+        FallbackConfig.from_mapping(data, source="$X")
+    message = str(info.value)
+    assert message.startswith("$X: ")
+    for name in names:
+        assert name in message
+
+
+def test_bad_json_and_wrong_top_level() -> None:
+    with pytest.raises(ConfigError, match=r"\$X: not valid JSON"):
+        FallbackConfig.from_json("{nope", source="$X")
+    with pytest.raises(ConfigError, match="expected a JSON object, got list"):
+        FallbackConfig.from_json("[]", source="$X")
+
+
+def test_from_env_unset_means_no_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(VAR, raising=False)
+    assert FallbackConfig.from_env(VAR) is None
+    monkeypatch.setenv(VAR, "   ")
+    assert FallbackConfig.from_env(VAR) is None
+    monkeypatch.setenv(VAR, '{"max_swaps": 1}')
+    config = FallbackConfig.from_env(VAR)
+    assert config is not None and config.max_swaps == 1
+    monkeypatch.setenv(VAR, '{"max_swaps": "x"}')
+    with pytest.raises(ConfigError, match=rf"\${VAR}: max_swaps"):
+        FallbackConfig.from_env(VAR)
+
+
+def test_env_config_rereads_on_change_and_keeps_last_good(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv(VAR, '{"max_retries": 1}')
+    env = EnvConfig(VAR)
+    first = env.current()
+    assert first is not None and first.max_retries == 1 and env.generation == 0
+    assert env.current() is first  # unchanged string: same object, no re-parse
+    monkeypatch.setenv(VAR, '{"max_retries": 4}')
+    second = env.current()
+    assert second is not None and second.max_retries == 4 and env.generation == 1
+    with caplog.at_level(logging.ERROR, logger="swerve"):
+        monkeypatch.setenv(VAR, '{"max_retries": -1}')
+        assert env.current() is second
+    assert "keeping the last good config" in caplog.text and "max_retries" in caplog.text
+    assert env.generation == 1
+    monkeypatch.delenv(VAR)
+    assert env.current() is None and env.generation == 2
+
+
+def test_env_config_bad_at_start_is_loud(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(VAR, '{"fallbacks": {"a": "b/c"}}')
+    with pytest.raises(ConfigError, match="key 'a'"):
+        EnvConfig(VAR)

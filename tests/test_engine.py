@@ -1,0 +1,527 @@
+"""The engine against real httpx and the fake provider: the seed's sequences, cooldowns,
+breakers, streams, timeouts, cancellation, config reload and the off switch."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from swerve import FallbackConfig, MemoryHealth, MidStreamError, StreamReset
+from swerve.failures import AttemptTimeout, CircuitOpenError, FailureKind
+from swerve.testing import FakeProvider, Fault, Reply
+
+from . import _wire
+from .conftest import FakeClock, Otel
+
+P, F = "primary/model-a", "fallback/model-b"
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeProvider]:
+    with FakeProvider() as server:
+        server.set_reply("primary", Reply(text="from primary"))
+        server.set_reply("fallback", Reply(text="from fallback"))
+        yield server
+
+
+@pytest.fixture
+def client() -> Iterator[httpx.Client]:
+    with httpx.Client() as c:
+        yield c
+
+
+def seed_config(**kw: Any) -> FallbackConfig:
+    params: dict[str, Any] = {"fallbacks": {P: F, F: P}, "jitter": False, "cooldown_s": 60}
+    params.update(kw)
+    return FallbackConfig(**params)
+
+
+# --- the seed's sequences ---------------------------------------------------------------------
+def test_both_routes_down_retries_swaps_bounces_and_surfaces(
+    make_failover: Any, fake: FakeProvider, client: httpx.Client, clock: FakeClock,
+    health: MemoryHealth, otel: Otel,
+) -> None:  # fmt: skip
+    fo = make_failover(seed_config(max_retries=3, max_swaps=2))
+    fake.set_fault("primary", Fault.status(503))
+    fake.set_fault("fallback", Fault.status(503))
+    with pytest.raises(httpx.HTTPStatusError) as info:
+        fo.call(P, lambda a: _wire.complete(client, fake, a))
+    assert info.value.response.status_code == 503
+    # OpenRouter fails, 3 retries, swap, 3 retries, swap back (the last swap), 3 retries, error.
+    assert (fake.requests("primary"), fake.requests("fallback")) == (8, 4)
+    assert clock.sleeps == [2, 4, 8] * 3
+    assert any(f"requested {P}" in note for note in info.value.__notes__)
+    assert P in health.unavailable(clock.now) and F in health.unavailable(clock.now)
+    names = [name for name, _ in otel.events()]
+    assert names.count("swerve.swap") == 2
+    assert names[-2:] == ["swerve.cooldown", "swerve.swap_declined"]
+    assert otel.events("swerve.swap_declined")[0][1]["swerve.reason"] == "swap_budget"
+    (call,) = otel.call_spans()
+    assert call.attributes["error.type"] == "503"
+    assert call.attributes["swerve.swaps"] == 2 and call.attributes["swerve.attempts"] == 12
+
+
+def test_two_503s_then_the_fallback_answers_and_the_next_call_starts_there(
+    make_failover: Any, fake: FakeProvider, client: httpx.Client, clock: FakeClock,
+    health: MemoryHealth, otel: Otel,
+) -> None:  # fmt: skip
+    fo = make_failover(seed_config(max_retries=1))
+    fake.script("primary", [Fault.status(503), Fault.status(503)])
+    result = fo.call(P, lambda a: _wire.complete(client, fake, a))
+    assert result.value == "from fallback"
+    assert str(result.route) == F and str(result.requested) == P
+    assert (result.retries, result.swaps) == (1, 1)
+    assert P in health.unavailable(clock.now)
+    (cooldown,) = otel.events("swerve.cooldown")
+    assert cooldown[1]["swerve.route"] == P and cooldown[1]["swerve.cooldown.seconds"] == 60
+    # Call 2: no retries, straight to the fallback, no request to the primary.
+    before = fake.requests("primary")
+    second = fo.call(P, lambda a: _wire.complete(client, fake, a))
+    assert str(second.route) == F and len(second.attempts) == 1
+    assert fake.requests("primary") == before
+    skipped = otel.events("swerve.route_skipped")
+    assert [e[1]["swerve.route"] for e in skipped] == [P]
+    # After the cooldown the primary is used again.
+    clock.advance(61)
+    assert str(fo.call(P, lambda a: _wire.complete(client, fake, a)).route) == P
+
+
+def test_failed_fallback_leaves_the_requested_route_on_the_error(
+    make_failover: Any, fake: FakeProvider, client: httpx.Client, otel: Otel
+) -> None:
+    fo = make_failover(seed_config(max_retries=0, max_swaps=1))
+    fake.set_fault("primary", Fault.status(502))
+    fake.set_fault("fallback", Fault.status(500))
+    with pytest.raises(httpx.HTTPStatusError) as info:
+        fo.call(P, lambda a: _wire.complete(client, fake, a))
+    assert info.value.response.status_code == 500
+    assert any(f"requested {P}" in n for n in info.value.__notes__)
+    (call,) = otel.call_spans()
+    assert call.attributes["swerve.route.requested"] == P
+    assert "swerve.route.served" not in call.attributes
+
+
+# --- cooldowns ---------------------------------------------------------------------------------
+def test_cooldown_walk_with_a_cycle_starts_on_the_requested_route(
+    make_failover: Any, fake: FakeProvider, client: httpx.Client, clock: FakeClock,
+    health: MemoryHealth,
+) -> None:  # fmt: skip
+    third = "third/model-c"
+    fo = make_failover(FallbackConfig(fallbacks={P: F, F: third, third: P}))
+    for route in (P, F, third):
+        health.mark_degraded(route, clock.now + 30)
+    result = fo.call(P, lambda a: _wire.complete(client, fake, a))
+    assert str(result.route) == P
+    health.clear()
+    health.mark_degraded(P, clock.now + 30)
+    health.mark_degraded(F, clock.now + 30)
+    assert str(fo.call(P, lambda a: _wire.complete(client, fake, a)).route) == third
+
+
+def test_refailure_extends_the_cooldown(
+    make_failover: Any, fake: FakeProvider, client: httpx.Client, clock: FakeClock,
+    health: MemoryHealth,
+) -> None:  # fmt: skip
+    fo = make_failover(FallbackConfig(fallbacks={P: F}, max_retries=0, cooldown_s=60))
+    fake.set_fault("primary", Fault.status(503))
+    fo.call(P, lambda a: _wire.complete(client, fake, a))
+    first = health.degraded_until(P)
+    assert first == clock.now + 60
+    clock.advance(59)
+    # Pinned to the primary (no fallback for this route) while it is still cooling.
+    pinned = make_failover(FallbackConfig(max_retries=0, cooldown_s=60))
+    with pytest.raises(httpx.HTTPStatusError):
+        pinned.call(P, lambda a: _wire.complete(client, fake, a))
+    assert health.degraded_until(P) == clock.now + 60 > first  # type: ignore[operator]
+
+
+def test_retry_after_sets_the_cooldown(
+    make_failover: Any, fake: FakeProvider, client: httpx.Client, clock: FakeClock,
+    health: MemoryHealth,
+) -> None:  # fmt: skip
+    fo = make_failover(FallbackConfig(fallbacks={P: F}, max_retries=0, cooldown_s=30))
+    fake.set_fault("primary", Fault.status(429, retry_after=300))
+    assert str(fo.call(P, lambda a: _wire.complete(client, fake, a)).route) == F
+    assert health.degraded_until(P) == clock.now + 300
+
+
+def test_not_qualifying_errors_surface_at_once_without_cooldown(
+    make_failover: Any, fake: FakeProvider, client: httpx.Client, clock: FakeClock,
+    health: MemoryHealth, otel: Otel,
+) -> None:  # fmt: skip
+    fo = make_failover(seed_config())
+    fake.set_fault("primary", Fault.context_overflow())
+    with pytest.raises(httpx.HTTPStatusError):
+        fo.call(P, lambda a: _wire.complete(client, fake, a))
+    assert (fake.requests("primary"), fake.requests("fallback")) == (1, 0)
+    assert P not in health.unavailable(clock.now)
+    assert otel.events("swerve.swap_declined")[0][1]["swerve.reason"] == "not_qualifying"
+
+
+def test_a_recorded_effect_declines_retry_and_swap(
+    make_failover: Any, fake: FakeProvider, client: httpx.Client, clock: FakeClock,
+    health: MemoryHealth, otel: Otel,
+) -> None:  # fmt: skip
+    fo = make_failover(seed_config())
+    fake.set_fault("primary", Fault.status(503))
+
+    def step(attempt: Any) -> str:
+        attempt.record_effect("tool:send_email")
+        return _wire.complete(client, fake, attempt)
+
+    with pytest.raises(httpx.HTTPStatusError):
+        fo.call(P, step)
+    assert (fake.requests("primary"), fake.requests("fallback")) == (1, 0)
+    assert P in health.unavailable(clock.now)  # still the route's fault
+    assert otel.events("swerve.swap_declined")[0][1]["swerve.reason"] == "effects"
+
+
+# --- breakers -----------------------------------------------------------------------------------
+def test_open_breaker_sends_calls_to_the_sibling_and_a_probe_closes_it(
+    make_failover: Any, fake: FakeProvider, client: httpx.Client, clock: FakeClock, otel: Otel
+) -> None:
+    config = FallbackConfig(
+        fallbacks={P: F}, max_retries=0, cooldown_s=0,
+        breaker={"min_calls": 2, "failure_rate": 1.0, "open_s": 10},
+    )  # fmt: skip
+    fo = make_failover(config)
+    fake.script("primary", [Fault.status(503), Fault.status(503)])
+    fo.call(P, lambda a: _wire.complete(client, fake, a))
+    fo.call(P, lambda a: _wire.complete(client, fake, a))
+    transitions = otel.events("swerve.breaker")
+    assert [(e["swerve.breaker.from"], e["swerve.breaker.to"]) for _, e in transitions] == [
+        ("closed", "open")
+    ]
+    # Open: the call walks past the primary without a request.
+    before = fake.requests("primary")
+    assert str(fo.call(P, lambda a: _wire.complete(client, fake, a)).route) == F
+    assert fake.requests("primary") == before
+    # After open_s the breaker lets a probe through; it succeeds and closes the breaker.
+    clock.advance(10)
+    assert str(fo.call(P, lambda a: _wire.complete(client, fake, a)).route) == P
+    assert [(e["swerve.breaker.to"]) for _, e in otel.events("swerve.breaker")] == [
+        "open", "half_open", "closed",
+    ]  # fmt: skip
+
+
+def test_breaker_rejection_is_a_failure_that_swaps(
+    make_failover: Any, fake: FakeProvider, client: httpx.Client, clock: FakeClock,
+    health: MemoryHealth,
+) -> None:  # fmt: skip
+    config = FallbackConfig(fallbacks={P: F}, breaker={"half_open_probes": 1, "open_s": 5})
+    fo = make_failover(config)
+    # Force the breaker open, let its one half-open probe out, and call while it is taken.
+    from swerve.health import Outcome
+
+    for _ in range(10):
+        health.record(P, Outcome.FAILURE, clock.now, config.breaker, probe=False)
+    clock.advance(5)
+    health.admit(P, clock.now, config.breaker)  # the probe slot is now in flight elsewhere
+    seen: list[str] = []
+
+    def fn(attempt: Any) -> str:
+        seen.append(str(attempt.route))
+        return _wire.complete(client, fake, attempt)
+
+    result = fo.call(P, fn)
+    assert str(result.route) == F and seen == [F]
+    assert result.attempts[0].outcome == "rejected"
+    assert result.attempts[0].failure is not None
+    assert result.attempts[0].failure.kind is FailureKind.BREAKER_OPEN
+    assert isinstance(CircuitOpenError(P), Exception)
+
+
+# --- streams ------------------------------------------------------------------------------------
+def test_in_stream_error_before_content_swaps_invisibly(
+    make_failover: Any, fake: FakeProvider, client: httpx.Client, otel: Otel
+) -> None:
+    fo = make_failover(seed_config(max_retries=0))
+    fake.set_fault("primary", Fault.error_before_content("openrouter", 503))
+    stream = fo.stream(P, lambda a: _wire.chunks(client, fake, a), _wire.SPEC)
+    out = list(stream)
+    assert not any(isinstance(c, StreamReset) for c in out)
+    assert _wire.text(out) == "from fallback"
+    # the role delta of the failed attempt never reached the consumer: one role delta only
+    roles = [c for c in out if isinstance(c, dict) and c.get("choices") and c["choices"][0]["delta"].get("role")]
+    assert len(roles) == 1
+    assert str(stream.route) == F
+    attempts = otel.attempt_spans()
+    assert attempts[0].attributes["swerve.failure.in_stream"] is True
+    assert attempts[0].attributes["http.response.status_code"] == 503
+
+
+@pytest.mark.parametrize("style", ["openrouter", "openai"])
+def test_in_stream_error_after_content_raises_midstream_error(
+    make_failover: Any, fake: FakeProvider, client: httpx.Client, clock: FakeClock,
+    health: MemoryHealth, style: str,
+) -> None:  # fmt: skip
+    fo = make_failover(seed_config())
+    fake.set_reply("primary", Reply(text="one two three four"))
+    fake.set_fault("primary", Fault.error_after(2, style, 503))  # type: ignore[arg-type]
+    got: list[Any] = []
+    with pytest.raises(MidStreamError) as info:
+        for chunk in fo.stream(P, lambda a: _wire.chunks(client, fake, a), _wire.SPEC):
+            got.append(chunk)
+    err = info.value
+    assert str(err.route) == P and err.failure.status == 503 and err.failure.in_stream
+    assert _wire.text(list(err.partial)) == "one two" == _wire.text(got)
+    assert P in health.unavailable(clock.now)
+    assert fake.requests("fallback") == 0
+
+
+def test_restart_mode_resets_and_continues_on_the_sibling(
+    make_failover: Any, fake: FakeProvider, client: httpx.Client, otel: Otel
+) -> None:
+    fo = make_failover(seed_config(max_retries=0))
+    fake.set_reply("primary", Reply(text="one two three"))
+    fake.set_fault("primary", Fault.error_after(1, "openrouter", 503))
+    out = list(fo.stream(P, lambda a: _wire.chunks(client, fake, a), _wire.SPEC, mid_stream="restart"))
+    resets = [i for i, c in enumerate(out) if isinstance(c, StreamReset)]
+    assert len(resets) == 1
+    before, after = out[: resets[0]], out[resets[0] + 1 :]
+    assert _wire.text(before) == "one"
+    assert _wire.text(after) == "from fallback"
+    reset = out[resets[0]]
+    assert (str(reset.route), str(reset.next_route)) == (P, F)
+    assert otel.events("swerve.stream_reset")
+
+
+def test_stream_that_ends_without_finish_is_a_failure(
+    make_failover: Any, fake: FakeProvider, client: httpx.Client
+) -> None:
+    fo = make_failover(seed_config(max_retries=0))
+    fake.set_fault("primary", Fault.no_finish())
+    result = fo.collect(P, lambda a: _wire.chunks(client, fake, a), _wire.SPEC)
+    assert _wire.text(result.value) == "from fallback"
+    assert result.attempts[0].failure is not None
+    assert result.attempts[0].failure.kind is FailureKind.INCOMPLETE
+
+
+def test_collect_never_returns_output_of_a_failed_attempt(
+    make_failover: Any, fake: FakeProvider, client: httpx.Client, otel: Otel
+) -> None:
+    fo = make_failover(seed_config(max_retries=0))
+    fake.set_reply("primary", Reply(text="partial words here"))
+    fake.set_fault("primary", Fault.drop_after(2))
+    result = fo.collect(P, lambda a: _wire.chunks(client, fake, a), _wire.SPEC)
+    assert _wire.text(result.value) == "from fallback"
+    (discarded,) = otel.events("swerve.partial_discarded")
+    assert discarded[1]["swerve.discarded.text"] == 2
+    assert discarded[1]["swerve.route"] == P
+
+
+@pytest.mark.anyio
+async def test_async_stream_before_and_after_content(make_failover: Any, fake: FakeProvider) -> None:
+    fo = make_failover(seed_config(max_retries=0))
+    async with httpx.AsyncClient() as ac:
+        fake.set_fault("primary", Fault.error_before_content("anthropic", 529))
+        fake.script("primary", [Fault.error_before_content("openrouter", 503)])
+        out = [c async for c in fo.astream(P, lambda a: _wire.achunks(ac, fake, a), _wire.SPEC)]
+        assert _wire.text(out) == "from fallback"
+        fake.set_fault("primary", Fault.error_after(1, "openrouter", 502))
+        fo2 = make_failover(seed_config(max_retries=0), health=MemoryHealth())
+        with pytest.raises(MidStreamError):
+            async for _ in fo2.astream(P, lambda a: _wire.achunks(ac, fake, a), _wire.SPEC):
+                pass
+
+
+# --- timeouts -----------------------------------------------------------------------------------
+REAL_TIME: dict[str, Any] = {}  # these use the real clock: limits must actually expire
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("fault", "limits", "expected"),
+    [
+        (Fault.hang(), {"attempt_timeout_s": 0.2}, "attempt"),
+        (Fault.slow(first_token_s=5), {"first_token_timeout_s": 0.2}, "first_token"),
+    ],
+)
+async def test_async_stream_timeouts_fail_over(
+    make_failover: Any, fake: FakeProvider, fault: Fault, limits: dict[str, float], expected: str
+) -> None:
+    import time
+
+    fo = make_failover(
+        seed_config(max_retries=0, **limits), clock=time.time, monotonic=time.monotonic
+    )
+    fake.set_fault("primary", fault)
+    async with httpx.AsyncClient() as ac:
+        stream = fo.astream(P, lambda a: _wire.achunks(ac, fake, a), _wire.SPEC)
+        out = [c async for c in stream]
+    assert _wire.text(out) == "from fallback"
+    failure = stream.attempts[0].failure
+    assert failure is not None and failure.kind is FailureKind.TIMEOUT
+    assert failure.message.startswith(expected)
+
+
+@pytest.mark.anyio
+async def test_async_stall_after_content_is_a_midstream_timeout(
+    make_failover: Any, fake: FakeProvider, health: MemoryHealth
+) -> None:
+    import time
+
+    fo = make_failover(
+        seed_config(max_retries=0, stall_timeout_s=0.2), clock=time.time, monotonic=time.monotonic
+    )
+    fake.set_reply("primary", Reply(text="one two three"))
+    fake.set_fault("primary", Fault.slow(per_chunk_s=5))
+    async with httpx.AsyncClient() as ac:
+        with pytest.raises(MidStreamError) as info:
+            async for _ in fo.astream(P, lambda a: _wire.achunks(ac, fake, a), _wire.SPEC):
+                pass
+    assert info.value.failure.kind is FailureKind.TIMEOUT
+    assert info.value.failure.message.startswith("stall")
+    assert P in health.unavailable(time.time())
+
+
+@pytest.mark.anyio
+async def test_async_deadline_ends_the_call(make_failover: Any, fake: FakeProvider) -> None:
+    import time
+
+    fo = make_failover(seed_config(deadline_s=0.3), clock=time.time, monotonic=time.monotonic)
+    fake.set_fault("primary", Fault.hang())
+    fake.set_fault("fallback", Fault.hang())
+    async with httpx.AsyncClient() as ac:
+        with pytest.raises(AttemptTimeout) as info:
+            await fo.acall(P, lambda a: _wire.acomplete(ac, fake, a))
+    assert info.value.limit == "deadline"
+
+
+def test_sync_attempt_timeout_reaches_the_client(
+    make_failover: Any, fake: FakeProvider, client: httpx.Client
+) -> None:
+    """Sync code cannot be pre-empted: the attempt's timeout is handed to httpx."""
+    fo = make_failover(seed_config(max_retries=0, attempt_timeout_s=0.2))
+    fake.set_fault("primary", Fault.hang())
+    result = fo.call(P, lambda a: _wire.complete(client, fake, a))
+    assert result.value == "from fallback"
+    failure = result.attempts[0].failure
+    assert failure is not None and failure.kind is FailureKind.TIMEOUT
+
+
+# --- cancellation ---------------------------------------------------------------------------------
+@pytest.mark.anyio
+async def test_cancellation_never_swaps_and_leaks_nothing(
+    make_failover: Any, fake: FakeProvider, clock: FakeClock, health: MemoryHealth, otel: Otel
+) -> None:
+    fo = make_failover(seed_config())
+    fake.set_fault("primary", Fault.hang())
+    before = asyncio.all_tasks()
+    async with httpx.AsyncClient() as ac:
+        task = asyncio.create_task(fo.acall(P, lambda a: _wire.acomplete(ac, fake, a)))
+        assert await asyncio.to_thread(fake.wait_for_requests, "primary", 1, 5.0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        stream = fo.astream(P, lambda a: _wire.achunks(ac, fake, a), _wire.SPEC)
+        task = asyncio.create_task(anext(stream))
+        assert await asyncio.to_thread(fake.wait_for_requests, "primary", 2, 5.0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert fake.requests("fallback") == 0
+    assert P not in health.unavailable(clock.now)
+    assert not otel.events("swerve.swap")
+    outcomes = [s.attributes["swerve.attempt.outcome"] for s in otel.attempt_spans()]
+    assert outcomes == ["aborted", "aborted"]
+    assert len(otel.call_spans()) == 2
+    assert not [t for t in asyncio.all_tasks() - before if not t.done()]
+
+
+def test_consumer_stopping_early_closes_the_upstream(
+    make_failover: Any, fake: FakeProvider, client: httpx.Client, otel: Otel
+) -> None:
+    fo = make_failover(seed_config())
+    fake.set_reply("primary", Reply(text="a b c d e f"))
+    stream = fo.stream(P, lambda a: _wire.chunks(client, fake, a), _wire.SPEC)
+    next(stream)
+    next(stream)
+    stream.close()
+    assert len(otel.call_spans()) == 1 and len(otel.attempt_spans()) == 1
+    assert fake.requests("fallback") == 0
+
+
+# --- config: reload and off ---------------------------------------------------------------------
+def test_config_reload_clears_cooldowns(
+    make_failover: Any, fake: FakeProvider, client: httpx.Client, clock: FakeClock,
+    health: MemoryHealth, monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    var = "SWERVE_TEST_RELOAD"
+    monkeypatch.setenv(var, '{"fallbacks": {"%s": "%s"}, "maxUpstreamRetryAttempts": 0}' % (P, F))
+    fo = make_failover(None, env_var=var)
+    fake.script("primary", [Fault.status(503)])
+    assert str(fo.call(P, lambda a: _wire.complete(client, fake, a)).route) == F
+    assert str(fo.call(P, lambda a: _wire.complete(client, fake, a)).route) == F  # cooling
+    monkeypatch.setenv(var, '{"fallbacks": {"%s": "%s"}, "maxUpstreamRetryAttempts": 1}' % (P, F))
+    assert str(fo.call(P, lambda a: _wire.complete(client, fake, a)).route) == P
+    assert P not in health.unavailable(clock.now)
+
+
+@pytest.mark.parametrize("config", [None, FallbackConfig(fallbacks={P: F}, max_swaps=0)])
+def test_no_config_or_zero_swaps_passes_straight_through(
+    make_failover: Any, fake: FakeProvider, client: httpx.Client, otel: Otel,
+    monkeypatch: pytest.MonkeyPatch, config: FallbackConfig | None,
+) -> None:  # fmt: skip
+    monkeypatch.delenv("SWERVE_FALLBACK_CONFIG", raising=False)
+    fo = make_failover(config)
+    fake.set_fault("primary", Fault.status(503))
+    with pytest.raises(httpx.HTTPStatusError) as info:
+        fo.call(P, lambda a: _wire.complete(client, fake, a))
+    assert not getattr(info.value, "__notes__", None)
+    assert (fake.requests("primary"), fake.requests("fallback")) == (1, 0)
+    assert otel.finished() == []
+    stream = list(fo.stream(P, lambda a: iter([1, 2]), None))
+    assert stream == [1, 2]
+
+
+# --- telemetry nesting --------------------------------------------------------------------------
+def test_httpx_spans_nest_under_the_attempt_that_made_them(
+    make_failover: Any, fake: FakeProvider, otel: Otel
+) -> None:
+    from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
+
+    fo = make_failover(seed_config(max_retries=0))
+    fake.script("primary", [Fault.status(503)])
+    with httpx.Client() as c:
+        HTTPXClientInstrumentor.instrument_client(c, tracer_provider=otel.tracer_provider)
+        fo.call(P, lambda a: _wire.complete(c, fake, a))
+    spans = otel.finished()
+    attempts = otel.attempt_spans()
+    http = [s for s in spans if s.name == "POST"]
+    assert len(attempts) == 2 and len(http) == 2
+    for h, a in zip(http, attempts, strict=True):
+        assert h.parent is not None and h.parent.span_id == a.context.span_id
+    (call,) = otel.call_spans()
+    assert all(a.parent is not None and a.parent.span_id == call.context.span_id for a in attempts)
+    assert attempts[0].kind.name == "CLIENT"
+    assert attempts[1].attributes["gen_ai.response.model"] == "model-b"
+    assert call.attributes["gen_ai.response.model"] == "model-b"
+
+
+def test_concurrent_sync_calls_share_health(
+    make_failover: Any, fake: FakeProvider, clock: FakeClock, health: MemoryHealth
+) -> None:
+    fo = make_failover(seed_config(max_retries=0))
+    fake.set_fault("primary", Fault.status(503))
+    results: list[str] = []
+    lock = threading.Lock()
+
+    def worker() -> None:
+        with httpx.Client() as c:
+            r = fo.call(P, lambda a: _wire.complete(c, fake, a))
+        with lock:
+            results.append(str(r.route))
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=10)
+    assert results == [F] * 8
+    assert P in health.unavailable(clock.now)

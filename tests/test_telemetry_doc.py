@@ -1,0 +1,148 @@
+"""docs/telemetry.md, swerve.telemetry and what a run emits must agree, both ways."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from swerve import Failover, FallbackConfig, MemoryHealth, MidStreamError, StreamSpec, Telemetry
+from swerve import telemetry as names
+from swerve.testing import FakeProvider, Fault, Reply
+
+from . import _wire
+from .conftest import FakeClock
+
+DOC = Path(__file__).parent.parent / "docs" / "telemetry.md"
+
+
+def _table(section: str) -> list[list[str]]:
+    text = DOC.read_text()
+    body = text.split(f"## {section}\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in body.splitlines() if line.startswith("| `")]
+    return [[cell.strip() for cell in row.strip("|").split("|")] for row in rows]
+
+
+def _first(section: str) -> set[str]:
+    return {re.findall(r"`([^`]+)`", row[0])[0] for row in _table(section)}
+
+
+def _constants(prefix: str) -> set[str]:
+    return {v for k, v in vars(names).items() if k.startswith(prefix) and isinstance(v, str)}
+
+
+ATTRIBUTE_CONSTANTS = {
+    v
+    for k, v in vars(names).items()
+    if k.isupper()
+    and isinstance(v, str)
+    and not k.startswith(("METRIC_", "EVENT_", "SPAN_", "INSTRUMENTATION"))
+}
+
+
+def test_doc_lists_exactly_the_names_in_the_code() -> None:
+    assert _first("Events") == _constants("EVENT_")
+    assert _first("Metrics") == _constants("METRIC_")
+    assert _first("Attributes") == ATTRIBUTE_CONSTANTS
+    assert _first("Spans") == {names.SPAN_CALL, names.SPAN_ATTEMPT}
+
+
+@pytest.fixture
+def emitted() -> Iterator[dict[str, Any]]:
+    """Run scenarios that take every decision once, and collect what was emitted."""
+    exporter = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+    reader = InMemoryMetricReader()
+    meter_provider = MeterProvider(metric_readers=[reader])
+    telemetry = Telemetry(tracer_provider, meter_provider, record_messages=True)
+    clock = FakeClock()
+    P, F = "primary/model-a", "fallback/model-b"
+    config = FallbackConfig(
+        fallbacks={P: F}, max_retries=1, jitter=False,
+        breaker={"min_calls": 2, "failure_rate": 1.0, "open_s": 10},
+    )  # fmt: skip
+    fo = Failover(
+        config, MemoryHealth(), telemetry=telemetry, clock=clock.time,
+        monotonic=clock.monotonic, sleep=clock.sleep,
+    )  # fmt: skip
+    with FakeProvider() as fake, httpx.Client() as client:
+        fake.script("primary", [Fault.status(503), Fault.status(503)])
+        fo.call(P, lambda a: _wire.complete(client, fake, a))  # retry, breaker, cooldown, swap
+        fo.call(P, lambda a: _wire.complete(client, fake, a))  # route skipped
+        fake.set_fault("fallback", Fault.context_overflow())
+        with pytest.raises(httpx.HTTPStatusError):  # swap declined
+            fo.call(F, lambda a: _wire.complete(client, fake, a))
+        fake.set_fault("fallback", Fault.ok())
+        clock.advance(100)
+        fake.set_reply("primary", Reply(text="one two three"))
+        fake.set_fault("primary", Fault.error_after(1, "openrouter"))
+        restart = fo.stream(P, lambda a: _wire.chunks(client, fake, a), _wire.SPEC, mid_stream="restart")
+        list(restart)  # stream reset, partial discarded, time to first chunk
+        clock.advance(100)
+        fake.set_fault("primary", Fault.error_after(1, "openrouter"))
+        with pytest.raises(MidStreamError):
+            list(fo.stream(P, lambda a: _wire.chunks(client, fake, a), _wire.SPEC))
+        # Every part kind a failed attempt can leave behind, from a plain generator adapter.
+        def parts(attempt: Any) -> Iterator[dict[str, str]]:
+            for kind in ("text", "reasoning", "tool_call", "other"):
+                yield {"k": kind}
+            if attempt.retry == 0:
+                raise httpx.RemoteProtocolError("peer closed connection")
+
+        fo.collect(F, parts, StreamSpec(part=lambda c: c["k"]))  # type: ignore[arg-type,return-value]
+        # The empty-text cache fix is reported by the payload fixer; here, straight from the API.
+        with telemetry.tracer.start_as_current_span("outer"):
+            telemetry.cache_fix(P, 1, ["messages[0].content[0]"])
+    spans = [s for s in exporter.get_finished_spans() if s.name != "outer"]
+    outer = [s for s in exporter.get_finished_spans() if s.name == "outer"]
+    metrics: dict[str, tuple[str, set[str]]] = {}
+    data = reader.get_metrics_data()
+    assert data is not None
+    for rm in data.resource_metrics:
+        for sm in rm.scope_metrics:
+            for metric in sm.metrics:
+                keys: set[str] = set()
+                for point in metric.data.data_points:
+                    keys |= set(point.attributes or {})
+                metrics[metric.name] = (metric.unit, keys)
+    yield {
+        "events": {e.name: set(e.attributes or {}) for s in spans + outer for e in s.events},
+        "span_attributes": {k for s in spans for k in s.attributes or {}},
+        "metrics": metrics,
+    }
+    meter_provider.shutdown()
+    tracer_provider.shutdown()
+
+
+def test_every_documented_name_is_emitted_and_nothing_else(emitted: dict[str, Any]) -> None:
+    events: dict[str, set[str]] = emitted["events"]
+    assert set(events) == _first("Events")
+    documented_attrs = _first("Attributes")
+    for row in _table("Events"):
+        name = re.findall(r"`([^`]+)`", row[0])[0]
+        listed = set(re.findall(r"`([^`*]+)`", row[1]))
+        wildcard = [p.rstrip("*") for p in re.findall(r"`([^`]+\*)`", row[1])]
+        got = events[name]
+        assert got <= documented_attrs, name
+        assert {a for a in got if not any(a.startswith(w) for w in wildcard)} <= listed, name
+    used = emitted["span_attributes"] | set().union(*events.values())
+    metrics: dict[str, tuple[str, set[str]]] = emitted["metrics"]
+    for _, keys in metrics.values():
+        used |= keys
+    assert used == documented_attrs
+    for row in _table("Metrics"):
+        name, unit = (re.findall(r"`([^`]+)`", cell)[0] for cell in (row[0], row[2]))
+        assert name in metrics, name
+        assert metrics[name][0] == unit, name
+        listed = set(re.findall(r"`([^`]+)`", row[3]))
+        assert metrics[name][1] <= listed, name
