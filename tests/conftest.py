@@ -76,7 +76,9 @@ class Otel:
                         value = getattr(point, "value", None)
                         if value is None:
                             value = getattr(point, "count", None)
-                        out.setdefault(metric.name, []).append((dict(point.attributes or {}), value))
+                        out.setdefault(metric.name, []).append(
+                            (dict(point.attributes or {}), value)
+                        )
         return out
 
     def counter(self, name: str, **attrs: object) -> float:

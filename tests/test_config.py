@@ -17,7 +17,12 @@ def test_defaults() -> None:
     c = FallbackConfig()
     assert c.fallbacks == {}
     assert c.fallback_on == {408, 409, 429, 500, 502, 503, 504, 529}
-    assert (c.max_retries, c.backoff_initial_s, c.backoff_factor, c.backoff_max_s) == (2, 2.0, 2.0, 30.0)
+    assert (c.max_retries, c.backoff_initial_s, c.backoff_factor, c.backoff_max_s) == (
+        2,
+        2.0,
+        2.0,
+        30.0,
+    )
     assert c.jitter is True and c.retry_after_max_s == 60
     assert c.enabled
 
@@ -44,7 +49,10 @@ def test_coordinator_camel_case_keys() -> None:
 @pytest.mark.parametrize(
     ("data", "names"),
     [
-        ({"fallbacks": {"claude": "anthropic/claude"}}, ["fallbacks", "'claude'", "provider/model"]),
+        (
+            {"fallbacks": {"claude": "anthropic/claude"}},
+            ["fallbacks", "'claude'", "provider/model"],
+        ),
         ({"fallbacks": {"a/b": "gpt-5"}}, ["fallbacks['a/b']", "'gpt-5'"]),
         ({"fallbacks": {"a/b": ["c/d", 7]}}, ["fallbacks"]),
         ({"fallbacks": {"a/b": []}}, ["fallbacks['a/b']", "empty"]),

@@ -4,6 +4,7 @@ breakers, streams, timeouts, cancellation, config reload and the off switch."""
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -247,7 +248,11 @@ def test_in_stream_error_before_content_swaps_invisibly(
     assert not any(isinstance(c, StreamReset) for c in out)
     assert _wire.text(out) == "from fallback"
     # the role delta of the failed attempt never reached the consumer: one role delta only
-    roles = [c for c in out if isinstance(c, dict) and c.get("choices") and c["choices"][0]["delta"].get("role")]
+    roles = [
+        c
+        for c in out
+        if isinstance(c, dict) and c.get("choices") and c["choices"][0]["delta"].get("role")
+    ]
     assert len(roles) == 1
     assert str(stream.route) == F
     attempts = otel.attempt_spans()
@@ -280,7 +285,9 @@ def test_restart_mode_resets_and_continues_on_the_sibling(
     fo = make_failover(seed_config(max_retries=0))
     fake.set_reply("primary", Reply(text="one two three"))
     fake.set_fault("primary", Fault.error_after(1, "openrouter", 503))
-    out = list(fo.stream(P, lambda a: _wire.chunks(client, fake, a), _wire.SPEC, mid_stream="restart"))
+    out = list(
+        fo.stream(P, lambda a: _wire.chunks(client, fake, a), _wire.SPEC, mid_stream="restart")
+    )
     resets = [i for i, c in enumerate(out) if isinstance(c, StreamReset)]
     assert len(resets) == 1
     before, after = out[: resets[0]], out[resets[0] + 1 :]
@@ -316,7 +323,9 @@ def test_collect_never_returns_output_of_a_failed_attempt(
 
 
 @pytest.mark.anyio
-async def test_async_stream_before_and_after_content(make_failover: Any, fake: FakeProvider) -> None:
+async def test_async_stream_before_and_after_content(
+    make_failover: Any, fake: FakeProvider
+) -> None:
     fo = make_failover(seed_config(max_retries=0))
     async with httpx.AsyncClient() as ac:
         fake.set_fault("primary", Fault.error_before_content("anthropic", 529))
@@ -453,12 +462,12 @@ def test_config_reload_clears_cooldowns(
     health: MemoryHealth, monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     var = "SWERVE_TEST_RELOAD"
-    monkeypatch.setenv(var, '{"fallbacks": {"%s": "%s"}, "maxUpstreamRetryAttempts": 0}' % (P, F))
+    monkeypatch.setenv(var, json.dumps({"fallbacks": {P: F}, "maxUpstreamRetryAttempts": 0}))
     fo = make_failover(None, env_var=var)
     fake.script("primary", [Fault.status(503)])
     assert str(fo.call(P, lambda a: _wire.complete(client, fake, a)).route) == F
     assert str(fo.call(P, lambda a: _wire.complete(client, fake, a)).route) == F  # cooling
-    monkeypatch.setenv(var, '{"fallbacks": {"%s": "%s"}, "maxUpstreamRetryAttempts": 1}' % (P, F))
+    monkeypatch.setenv(var, json.dumps({"fallbacks": {P: F}, "maxUpstreamRetryAttempts": 1}))
     assert str(fo.call(P, lambda a: _wire.complete(client, fake, a)).route) == P
     assert P not in health.unavailable(clock.now)
 

@@ -402,7 +402,8 @@ def test_context_overflow(fake: FakeProvider, streaming: bool, http: httpx.Clien
 @pytest.mark.parametrize("streaming", [False, True])
 def test_reset(fake: FakeProvider, path: str, streaming: bool, http: httpx.Client) -> None:
     fake.set_fault("p", Fault.reset())
-    with pytest.raises((httpx.RemoteProtocolError, httpx.ReadError)):
+    # ECONNRESET, not the orderly close that would read as RemoteProtocolError.
+    with pytest.raises(httpx.ReadError, match="reset"):
         http.post(fake.url("p") + path, json=body(stream=streaming))
     assert fake.requests("p") == 1
 
@@ -547,7 +548,8 @@ def test_drop_after_on_a_json_request_truncates_the_body(
 def test_reset_after_in_stream(fake: FakeProvider, path: str, http: httpx.Client) -> None:
     fake.set_fault("p", Fault.reset_after(1))
     events, error = stream(http, fake.url("p") + path, body())
-    assert isinstance(error, httpx.RemoteProtocolError | httpx.ReadError)
+    assert isinstance(error, httpx.ReadError)
+    assert "reset" in str(error)
     assert "[DONE]" not in [d for _, d in events]
     assert "message_stop" not in [name for name, _ in events]
 
@@ -608,7 +610,7 @@ def test_slow_per_chunk_streams_each_chunk_as_written(
                 arrivals.append(time.monotonic())
     assert len(arrivals) == 3
     # Had the server buffered the stream, the deltas would arrive together.
-    assert arrivals[2] - arrivals[0] >= 0.4
+    assert arrivals[2] - arrivals[0] >= 0.3  # 0.4 apart when written; allow read jitter
 
 
 # -- scripts, counts, received ----------------------------------------------------------------

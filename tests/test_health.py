@@ -8,7 +8,9 @@ from swerve import BreakerConfig, MemoryHealth
 from swerve.health import Admission, BreakerState, HealthStore, Outcome
 
 R = "anthropic/claude-sonnet-5"
-CFG = BreakerConfig(window_s=60, min_calls=4, failure_rate=0.5, open_s=10, max_open_s=35, half_open_probes=2)
+CFG = BreakerConfig(
+    window_s=60, min_calls=4, failure_rate=0.5, open_s=10, max_open_s=35, half_open_probes=2
+)
 
 
 def test_memory_health_is_a_health_store() -> None:

@@ -20,7 +20,12 @@ from swerve.policy import (
     wait_bound,
 )
 
-A, B, C, D = "openrouter/anthropic/claude-sonnet-5", "anthropic/claude-sonnet-5", "openai/gpt-5", "x/y"
+A, B, C, D = (
+    "openrouter/anthropic/claude-sonnet-5",
+    "anthropic/claude-sonnet-5",
+    "openai/gpt-5",
+    "x/y",
+)
 F503 = Failure(FailureKind.UNAVAILABLE, status=503, error_type="503")
 F401 = Failure(FailureKind.AUTH, status=401, error_type="401")
 RESET = Failure(FailureKind.TRANSPORT, error_type="ConnectionResetError")
@@ -40,7 +45,9 @@ def test_backoff_is_capped_and_jittered() -> None:
     delays = [decide(config, F503, requested=A, current=A, retries=n, swaps=0) for n in range(5)]
     assert delays == [Retry(1), Retry(2), Retry(4), Retry(5), Retry(5)]
     jittered = FallbackConfig(max_retries=10, backoff_initial_s=1, backoff_max_s=5)
-    assert decide(jittered, F503, requested=A, current=A, retries=2, swaps=0, rand=lambda: 0.25) == Retry(1.0)
+    assert decide(
+        jittered, F503, requested=A, current=A, retries=2, swaps=0, rand=lambda: 0.25
+    ) == Retry(1.0)
 
 
 def test_retry_after_sets_the_wait_up_to_its_cap() -> None:
@@ -104,10 +111,12 @@ def test_swap_budget_and_missing_fallback() -> None:
 
 def test_deadline_turns_a_long_wait_into_a_swap_and_ends_the_call() -> None:
     config = FallbackConfig(fallbacks={A: B}, jitter=False)
-    assert decide(config, F503, requested=A, current=A, retries=0, swaps=0, remaining_s=1) == Swap(B)
-    assert decide(config, F503, requested=A, current=A, retries=0, swaps=0, remaining_s=0) == GiveUp(
-        GiveUpReason.DEADLINE, qualifying=True
+    assert decide(config, F503, requested=A, current=A, retries=0, swaps=0, remaining_s=1) == Swap(
+        B
     )
+    assert decide(
+        config, F503, requested=A, current=A, retries=0, swaps=0, remaining_s=0
+    ) == GiveUp(GiveUpReason.DEADLINE, qualifying=True)
 
 
 def test_ordered_chain_then_the_map() -> None:
@@ -126,8 +135,10 @@ def test_swap_walks_past_degraded_routes() -> None:
 
 def test_bidirectional_pair_bounces_back_when_everything_is_cooling() -> None:
     config = FallbackConfig(fallbacks={A: B, B: A}, max_retries=0)
-    # A (just failed) and B both cooling: the walk finds nothing healthy and goes where the map says.
-    assert decide(config, F503, requested=A, current=B, retries=0, swaps=1, degraded={A, B}) == Swap(A)
+    # A (just failed) and B both cooling: nothing healthy, so the swap goes where the map says.
+    assert decide(
+        config, F503, requested=A, current=B, retries=0, swaps=1, degraded={A, B}
+    ) == Swap(A)
 
 
 def test_start_route_walk_with_cycle_guard() -> None:
@@ -140,7 +151,11 @@ def test_start_route_walk_with_cycle_guard() -> None:
 
 
 def test_cooldowns_are_keyed_by_route_not_provider() -> None:
-    claude, gpt, gemini = "openrouter/anthropic/claude-sonnet-5", "openrouter/openai/gpt-5", "openrouter/google/gemini-3"
+    claude, gpt, gemini = (
+        "openrouter/anthropic/claude-sonnet-5",
+        "openrouter/openai/gpt-5",
+        "openrouter/google/gemini-3",
+    )
     config = FallbackConfig(fallbacks={claude: [gpt, gemini]})
     assert start_route(config, claude, {claude}) == (gpt, (claude,))
 

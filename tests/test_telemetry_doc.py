@@ -86,12 +86,15 @@ def emitted() -> Iterator[dict[str, Any]]:
         clock.advance(100)
         fake.set_reply("primary", Reply(text="one two three"))
         fake.set_fault("primary", Fault.error_after(1, "openrouter"))
-        restart = fo.stream(P, lambda a: _wire.chunks(client, fake, a), _wire.SPEC, mid_stream="restart")
+        restart = fo.stream(
+            P, lambda a: _wire.chunks(client, fake, a), _wire.SPEC, mid_stream="restart"
+        )
         list(restart)  # stream reset, partial discarded, time to first chunk
         clock.advance(100)
         fake.set_fault("primary", Fault.error_after(1, "openrouter"))
         with pytest.raises(MidStreamError):
             list(fo.stream(P, lambda a: _wire.chunks(client, fake, a), _wire.SPEC))
+
         # Every part kind a failed attempt can leave behind, from a plain generator adapter.
         def parts(attempt: Any) -> Iterator[dict[str, str]]:
             for kind in ("text", "reasoning", "tool_call", "other"):

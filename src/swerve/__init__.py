@@ -8,14 +8,6 @@ every decision as OpenTelemetry spans, events and metrics.
 import logging
 from importlib.metadata import PackageNotFoundError, version
 
-try:
-    __version__ = version("swerve")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree
-    __version__ = "0.0.0"
-
-# A library logs; the application decides where to (the logging HOWTO's advice).
-logging.getLogger("swerve").addHandler(logging.NullHandler())
-
 from ._config import BreakerConfig, ConfigError, FallbackConfig
 from ._engine import (
     AsyncFailoverStream,
@@ -34,6 +26,14 @@ from .failures import Failure, FailureKind, classify
 from .health import HealthStore, MemoryHealth
 from .telemetry import Telemetry
 
+try:
+    __version__ = version("swerve")
+except PackageNotFoundError:  # pragma: no cover - running from a source tree
+    __version__ = "0.0.0"
+
+# A library logs; the application decides where to (the logging HOWTO's advice).
+logging.getLogger("swerve").addHandler(logging.NullHandler())
+
 __all__ = [
     "AsyncFailoverStream",
     "Attempt",
@@ -42,9 +42,9 @@ __all__ = [
     "ConfigError",
     "Failover",
     "FailoverStream",
-    "FallbackConfig",
     "Failure",
     "FailureKind",
+    "FallbackConfig",
     "HealthStore",
     "MemoryHealth",
     "MidStreamError",

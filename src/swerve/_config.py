@@ -77,7 +77,8 @@ class FallbackConfig(BaseModel):
     )
     """Route -> sibling route, or an ordered chain of routes to try after it."""
     fallback_on: frozenset[int] = Field(
-        default=DEFAULT_FALLBACK_ON, validation_alias=AliasChoices("fallback_on", "fallbackOnErrors")
+        default=DEFAULT_FALLBACK_ON,
+        validation_alias=AliasChoices("fallback_on", "fallbackOnErrors"),
     )
     """HTTP statuses (as a response or inside a stream) that qualify for retry and swap."""
     max_swaps: NonNegInt = Field(
@@ -139,7 +140,9 @@ class FallbackConfig(BaseModel):
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise ConfigError(f"{source}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+            raise ConfigError(
+                f"{source}: not valid JSON ({exc.msg} at line {exc.lineno})"
+            ) from None
         return cls.from_mapping(data, source=source)
 
     @classmethod
@@ -207,9 +210,9 @@ class EnvConfig:
         try:
             config = FallbackConfig.from_json(text, source=f"${self.var}") if text.strip() else None
         except ConfigError as exc:
-            _log.error("swerve: ignoring new value of $%s, keeping the last good config: %s",
-                       self.var, exc)
+            _log.error(
+                "swerve: ignoring new value of $%s, keeping the last good config: %s", self.var, exc
+            )
             return
         self._config = config
         self.generation += 1
-

@@ -8,6 +8,7 @@ health store remembers, telemetry reports, and this module owns time and cancell
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random as _random
 import time
 from collections import Counter
@@ -27,6 +28,7 @@ from typing import Generic, Literal, TypeVar, cast
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
+from opentelemetry.util.types import AttributeValue
 
 from . import policy
 from ._config import DEFAULT_ENV_VAR, EnvConfig, FallbackConfig
@@ -50,9 +52,9 @@ from .telemetry import (
 )
 
 __all__ = [
+    "AsyncFailoverStream",
     "Attempt",
     "AttemptRecord",
-    "AsyncFailoverStream",
     "Failover",
     "FailoverStream",
     "MidStreamError",
@@ -79,7 +81,16 @@ class Attempt:
     happen twice (a tool ran): a failure after that surfaces instead of being retried.
     """
 
-    __slots__ = ("_effects", "number", "read_timeout", "requested", "retry", "route", "swap", "timeout")
+    __slots__ = (
+        "_effects",
+        "number",
+        "read_timeout",
+        "requested",
+        "retry",
+        "route",
+        "swap",
+        "timeout",
+    )
 
     def __init__(
         self,
@@ -108,7 +119,10 @@ class Attempt:
         return tuple(self._effects)
 
     def __repr__(self) -> str:
-        return f"Attempt(route={self.route}, number={self.number}, retry={self.retry}, swap={self.swap})"
+        return (
+            f"Attempt(route={self.route}, number={self.number}, "
+            f"retry={self.retry}, swap={self.swap})"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -400,7 +414,8 @@ class _Call:
         self.span = self.telemetry.start_call(
             fo.operation, str(requested), requested.provider, requested.model
         )
-        self.span.set_attribute(STREAM, stream)
+        if stream:
+            self.span.set_attribute(STREAM, True)
         self.context = trace.set_span_in_context(self.span)
         self.records: list[AttemptRecord] = []
         self.retries = 0
@@ -455,7 +470,7 @@ class _Call:
         self.attempt_t0 = self.last_chunk = self.fo._monotonic()
         timeout = None
         read = None
-        limit, left = self.next_limit(committed=False)
+        _, left = self.next_limit(committed=False)
         if left is not None:
             read = max(left, 0.0)
         ends = [end for name, end in self._limits(True) if name in ("deadline", "attempt")]
@@ -501,17 +516,23 @@ class _Call:
         route = str(self.current)
         self.records.append(
             AttemptRecord(
-                self.current, self.attempt.number, self.attempt.retry, self.attempt.swap,
-                outcome, failure, duration,
-            )  # fmt: skip
+                self.current,
+                self.attempt.number,
+                self.attempt.retry,
+                self.attempt.swap,
+                outcome,
+                failure,
+                duration,
+            )
         )
         attrs = {ROUTE: route, ATTEMPT_OUTCOME: outcome}
-        self.attempt_span.set_attribute(ATTEMPT_OUTCOME, outcome)
         if failure is not None:
             attrs[ERROR_TYPE] = failure.error_type
-            self.telemetry.fail_span(self.attempt_span, failure)
+            self.telemetry.fail_span(self.attempt_span, failure, outcome)
         else:
-            self.attempt_span.set_attribute(GEN_AI_RESPONSE_MODEL, self.current.model)
+            self.attempt_span.set_attributes(
+                {ATTEMPT_OUTCOME: outcome, GEN_AI_RESPONSE_MODEL: self.current.model}
+            )
         self.attempt_span.end()
         self.telemetry.attempts.add(1, attrs)
         self.telemetry.attempt_duration.record(duration, attrs)
@@ -545,9 +566,7 @@ class _Call:
         until = self.fo.health.mark_degraded(route, now + seconds)
         self.telemetry.cooldown(self.span, route, until - now, until)
 
-    def failed(
-        self, exc: BaseException, discarded: Counter[str] | None = None
-    ) -> policy.Decision:
+    def failed(self, exc: BaseException, discarded: Counter[str] | None = None) -> policy.Decision:
         """Account for a failed attempt and decide what comes next."""
         failure = classify(exc)
         config = self.config
@@ -608,35 +627,33 @@ class _Call:
         return error
 
     # -- the call -----------------------------------------------------------------------------
-    def _summarise(self) -> None:
-        self.span.set_attributes(
-            {
-                CALL_ATTEMPTS: len(self.records),
-                CALL_RETRIES: sum(1 for r in self.records if r.retry > 0),
-                CALL_SWAPS: self.swaps,
-            }
-        )
+    def _summarise(self, attrs: dict[str, AttributeValue]) -> None:
+        # Retries and swaps only when there were some: each attribute costs on the hot path.
+        attrs[CALL_ATTEMPTS] = len(self.records)
+        if len(self.records) > 1:
+            attrs[CALL_RETRIES] = sum(1 for r in self.records if r.retry > 0)
+            attrs[CALL_SWAPS] = self.swaps
+        self.span.set_attributes(attrs)
 
     def finish_ok(self, value: T) -> Result[T]:
         served = self.served or self.current
         duration = self.fo._monotonic() - self.t0
-        self._summarise()
-        self.span.set_attributes(
-            {ROUTE_SERVED: str(served), GEN_AI_RESPONSE_MODEL: served.model}
-        )
+        self._summarise({ROUTE_SERVED: str(served), GEN_AI_RESPONSE_MODEL: served.model})
         self.span.end()
         attrs = {ROUTE_REQUESTED: str(self.requested), ROUTE_SERVED: str(served)}
         self.telemetry.call_duration.record(duration, attrs)
-        serving = self.records[-1].duration_s if self.records else duration
-        self.telemetry.added_latency.record(max(duration - serving, 0.0), attrs)
+        if len(self.records) > 1:  # a first-try success adds nothing; keep it off the hot path
+            serving = self.records[-1].duration_s
+            self.telemetry.added_latency.record(max(duration - serving, 0.0), attrs)
         return Result(value, served, self.requested, tuple(self.records))
 
     def finish_error(self, exc: BaseException) -> None:
         if not self.span.is_recording():
             return
-        failure = classify(exc.__cause__ if isinstance(exc, MidStreamError) and exc.__cause__ else exc)
-        self._summarise()
-        self.span.set_attribute(ERROR_TYPE, failure.error_type)
+        failure = classify(
+            exc.__cause__ if isinstance(exc, MidStreamError) and exc.__cause__ else exc
+        )
+        self._summarise({ERROR_TYPE: failure.error_type})
         self.span.set_status(Status(StatusCode.ERROR, failure.kind.value))
         self.span.end()
         self.telemetry.call_duration.record(
@@ -941,16 +958,12 @@ _END: object = object()
 def _close(upstream: object) -> None:
     close = getattr(upstream, "close", None)
     if close is not None:
-        try:
+        with contextlib.suppress(Exception):  # a broken upstream must not mask the failure
             close()
-        except Exception:  # a broken upstream must not mask the failure being handled
-            pass
 
 
 async def _aclose(upstream: object) -> None:
     aclose = getattr(upstream, "aclose", None)
     if aclose is not None:
-        try:
+        with contextlib.suppress(Exception):
             await aclose()
-        except Exception:
-            pass

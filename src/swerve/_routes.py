@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = ["Route"]
 
@@ -17,6 +17,11 @@ class Route:
 
     provider: str
     model: str
+    _name: str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # str(route) is on every call's path (health keys, attributes): build it once.
+        object.__setattr__(self, "_name", f"{self.provider}/{self.model}")
 
     @classmethod
     def parse(cls, value: str | Route) -> Route:
@@ -31,4 +36,4 @@ class Route:
         return cls(provider, model)
 
     def __str__(self) -> str:
-        return f"{self.provider}/{self.model}"
+        return self._name

@@ -11,6 +11,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from opentelemetry.sdk.trace import SpanProcessor
+
 from ._config import DEFAULT_ENV_VAR, ConfigError, FallbackConfig
 from .policy import next_route
 
@@ -124,7 +126,9 @@ def _run_demo(console: Console, *, fast: bool) -> None:
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
         tracer_provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
-        console.print(f"[dim]also exporting spans to {os.environ['OTEL_EXPORTER_OTLP_ENDPOINT']}[/]")
+        console.print(
+            f"[dim]also exporting spans to {os.environ['OTEL_EXPORTER_OTLP_ENDPOINT']}[/]"
+        )
 
     config = FallbackConfig(
         fallbacks={PRIMARY: FALLBACK, FALLBACK: PRIMARY},
@@ -139,9 +143,7 @@ def _run_demo(console: Console, *, fast: bool) -> None:
         live.flush()  # show the retry decision before waiting it out
         time.sleep(seconds)
 
-    failover = Failover(
-        config, MemoryHealth(), telemetry=Telemetry(tracer_provider), sleep=sleep
-    )
+    failover = Failover(config, MemoryHealth(), telemetry=Telemetry(tracer_provider), sleep=sleep)
 
     with FakeProvider() as fake, httpx.Client() as client:
         fake.set_reply("openrouter", Reply(text="Hello from Claude via OpenRouter."))
@@ -223,7 +225,7 @@ def _delta(chunk: dict[str, Any]) -> str:
     return str((choices[0].get("delta") or {}).get("content") or "")
 
 
-class _Timeline:
+class _Timeline(SpanProcessor):
     """A span processor that prints attempts and decisions as they happen."""
 
     def __init__(self, console: Console) -> None:
@@ -245,8 +247,10 @@ class _Timeline:
             outcome = attrs.get("swerve.attempt.outcome", "?")
             colour = "green" if outcome == "success" else "red"
             detail = attrs.get("error.type", "")
-            self._line(f"attempt {attrs['swerve.attempt.number']} on {attrs['swerve.route']}: "
-                       f"[{colour}]{outcome}[/] {detail}")
+            self._line(
+                f"attempt {attrs['swerve.attempt.number']} on {attrs['swerve.route']}: "
+                f"[{colour}]{outcome}[/] {detail}"
+            )
         self.flush()
 
     def flush(self) -> None:
@@ -260,22 +264,15 @@ class _Timeline:
     def _line(self, text: str) -> None:
         self.console.print(f"[dim]{time.monotonic() - self.t0:6.2f}s[/]  {text}")
 
-    def shutdown(self) -> None:
-        pass
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return True
-
-    def _on_ending(self, span: Any) -> None:
-        pass
-
 
 def _describe_event(name: str, a: dict[str, Any]) -> str:
     short = name.removeprefix("swerve.")
     if short == "retry":
-        return f"[yellow]retry[/] {a['swerve.route']} in {a['swerve.retry.delay_s']:.2f}s ({a['error.type']})"
+        delay = a["swerve.retry.delay_s"]
+        return f"[yellow]retry[/] {a['swerve.route']} in {delay:.2f}s ({a['error.type']})"
     if short == "swap":
-        return f"[magenta]swap[/] {a['swerve.route.from']} -> {a['swerve.route.to']} ({a['swerve.reason']})"
+        move = f"{a['swerve.route.from']} -> {a['swerve.route.to']}"
+        return f"[magenta]swap[/] {move} ({a['swerve.reason']})"
     if short == "cooldown":
         return f"[blue]cooldown[/] {a['swerve.route']} for {a['swerve.cooldown.seconds']:.1f}s"
     if short == "route_skipped":

@@ -61,12 +61,16 @@ class RouteHealth:
     breaker: BreakerState
 
 
+_MAX_OUTCOMES = 1000
+
+
 @dataclass(slots=True)
 class Breaker:
     """One route's breaker. Not thread-safe: the store holds it under its lock."""
 
     state: BreakerState = BreakerState.CLOSED
-    outcomes: deque[tuple[float, bool]] = field(default_factory=lambda: deque(maxlen=1000))
+    outcomes: deque[tuple[float, bool]] = field(default_factory=deque)
+    failures: int = 0  # failures in ``outcomes``, kept so a record is O(1), not O(window)
     open_until: float = 0.0
     opens: int = 0  # consecutive opens, for the growing open duration
     probes: int = 0  # half-open probes in flight
@@ -101,18 +105,22 @@ class Breaker:
                 return None
             if outcome is Outcome.SUCCESS:
                 self.state, self.opens = BreakerState.CLOSED, 0
-                self.outcomes.clear()
             else:
                 self._open(now, config)
             return before
         if before is BreakerState.OPEN:
             return None  # a late result from before the breaker opened
-        self.outcomes.append((now, outcome is Outcome.SUCCESS))
-        while self.outcomes and self.outcomes[0][0] <= now - config.window_s:
-            self.outcomes.popleft()
-        total = len(self.outcomes)
-        failures = sum(1 for _, ok in self.outcomes if not ok)
-        if total >= config.min_calls and failures / total >= config.failure_rate:
+        outcomes = self.outcomes
+        ok = outcome is Outcome.SUCCESS
+        outcomes.append((now, ok))
+        self.failures += not ok
+        # Memory stays bounded under any load: past _MAX_OUTCOMES the oldest leave early.
+        while outcomes and (
+            outcomes[0][0] <= now - config.window_s or len(outcomes) > _MAX_OUTCOMES
+        ):
+            self.failures -= not outcomes.popleft()[1]
+        total = len(outcomes)
+        if total >= config.min_calls and self.failures / total >= config.failure_rate:
             self._open(now, config)
             return before
         return None
@@ -122,6 +130,7 @@ class Breaker:
         self.opens += 1
         self.state = BreakerState.OPEN
         self.outcomes.clear()
+        self.failures = 0
 
     def state_at(self, now: float) -> BreakerState:
         if self.state is BreakerState.OPEN and now >= self.open_until:

@@ -128,7 +128,9 @@ def start_route(
 
 def backoff(config: FallbackConfig, retries_done: int, rand: Callable[[], float]) -> float:
     """Exponential backoff for the next retry on a route, with full jitter when enabled."""
-    ceiling = min(config.backoff_max_s, config.backoff_initial_s * config.backoff_factor**retries_done)
+    ceiling = min(
+        config.backoff_max_s, config.backoff_initial_s * config.backoff_factor**retries_done
+    )
     return ceiling * rand() if config.jitter else ceiling
 
 

@@ -8,6 +8,7 @@ redaction before they reach a span.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
@@ -140,8 +141,10 @@ class Telemetry:
         self._health: weakref.WeakSet[HealthStore] = weakref.WeakSet()
         self._clock = time.time
 
-        def counter(name: str, unit: str, description: str) -> metrics.Counter:
-            return meter.create_counter(name, unit, description)
+        def counter(name: str, unit: str, description: str) -> _Counts:
+            counts = _Counts()
+            meter.create_observable_counter(name, [counts.observe], unit, description)
+            return counts
 
         def histogram(name: str, description: str) -> metrics.Histogram:
             return meter.create_histogram(
@@ -167,7 +170,9 @@ class Telemetry:
         self.cache_fixes = counter(
             METRIC_CACHE_FIXES, "{fix}", "Request bodies whose empty-text cache markers were moved"
         )
-        self.call_duration = histogram(METRIC_CALL_DURATION, "Logical call duration, waits included")
+        self.call_duration = histogram(
+            METRIC_CALL_DURATION, "Logical call duration, waits included"
+        )
         self.attempt_duration = histogram(METRIC_ATTEMPT_DURATION, "Duration of one attempt")
         self.added_latency = histogram(
             METRIC_ADDED_LATENCY, "Call duration minus the serving attempt's: what failover cost"
@@ -231,23 +236,27 @@ class Telemetry:
         swap: int,
         context: Context | None,
     ) -> Span:
+        attributes: dict[str, AttributeValue] = {
+            GEN_AI_OPERATION_NAME: operation,
+            GEN_AI_PROVIDER_NAME: provider,
+            GEN_AI_REQUEST_MODEL: model,
+            ROUTE: route,
+            ATTEMPT_NUMBER: number,
+        }
+        if retry:  # absent means 0: each attribute costs on the hot path
+            attributes[ATTEMPT_RETRY] = retry
+        if swap:
+            attributes[SWAP_INDEX] = swap
         return self.tracer.start_span(
             SPAN_ATTEMPT.format(operation=operation, model=model),
             context=context,
             kind=SpanKind.CLIENT,
-            attributes={
-                GEN_AI_OPERATION_NAME: operation,
-                GEN_AI_PROVIDER_NAME: provider,
-                GEN_AI_REQUEST_MODEL: model,
-                ROUTE: route,
-                ATTEMPT_NUMBER: number,
-                ATTEMPT_RETRY: retry,
-                SWAP_INDEX: swap,
-            },
+            attributes=attributes,
         )
 
-    def fail_span(self, span: Span, failure: Failure) -> None:
+    def fail_span(self, span: Span, failure: Failure, outcome: str) -> None:
         attrs: dict[str, AttributeValue] = {
+            ATTEMPT_OUTCOME: outcome,
             ERROR_TYPE: failure.error_type,
             FAILURE_KIND: failure.kind.value,
             FAILURE_IN_STREAM: failure.in_stream,
@@ -329,6 +338,30 @@ class Telemetry:
             EVENT_CACHE_FIX, {ROUTE: route, CACHE_FIX_BLOCKS: blocks, CACHE_FIX_MOVED_TO: moved_to}
         )
         self.cache_fixes.add(1, {ROUTE: route})
+
+
+class _Counts:
+    """A counter kept in process and read by an observable counter when metrics are collected.
+
+    An increment is a dict update under a lock, not an SDK measurement (an order of magnitude
+    cheaper), so counting stays off the call path like exporting does.
+    """
+
+    __slots__ = ("_lock", "_values")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._values: dict[tuple[tuple[str, AttributeValue], ...], int] = {}
+
+    def add(self, amount: int, attributes: Attributes) -> None:
+        key = tuple(attributes.items())
+        with self._lock:
+            self._values[key] = self._values.get(key, 0) + amount
+
+    def observe(self, _: CallbackOptions) -> Iterable[Observation]:
+        with self._lock:
+            items = list(self._values.items())
+        return [Observation(value, dict(key)) for key, value in items]
 
 
 _default: Telemetry | None = None

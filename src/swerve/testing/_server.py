@@ -84,7 +84,7 @@ class FakeProvider:
         self._server = _Server(self)
         self._thread = threading.Thread(
             target=self._server.serve_forever,
-            kwargs={"poll_interval": 0.05},  # shutdown() waits up to one poll interval
+            kwargs={"poll_interval": 0.01},  # stop() waits up to one poll interval: keep it short
             name="swerve-fake-provider",
             daemon=True,
         )
@@ -98,8 +98,7 @@ class FakeProvider:
         self._server = self._thread = None
         server.stopping.set()
         with self._cond:
-            for provider in self._providers.values():
-                provider.rouse()
+            pass
         server.shutdown()
         server.close_connections()
         server.server_close()
@@ -127,7 +126,6 @@ class FakeProvider:
         with self._cond:
             state = self._get(provider)
             state.fault = fault
-            state.rouse()
 
     def script(self, provider: str, faults: Iterable[Fault]) -> None:
         """Replace ``provider``'s fault queue: request k takes ``faults[k]``, then the standing
@@ -354,14 +352,15 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send_json(200, style_error(fault.style, fault.code))
         if fault.kind == "slow" and self._pause(fault.first_token_s):
             return
-        body = json.dumps(wire.completion(reply, text, model, finished=fault.kind != "no_finish"))
+        completion = wire.completion(reply, text, model, finished=fault.kind != "no_finish")
+        body = json.dumps(completion).encode()
         if fault.kind == "drop_after":
             # Promise the whole body, deliver half, hang up: a truncated response.
             self._send_headers(200, "application/json", {"Content-Length": str(len(body))})
-            self.wfile.write(body.encode()[: len(body) // 2])
+            self.wfile.write(body[: len(body) // 2])
             self.close_connection = True
             return
-        self._send(200, body.encode(), "application/json")
+        self._send(200, body, "application/json")
 
     def _stream(self, fault: Fault, events: list[Event], model: str) -> None:
         """An SSE response under ``fault``, one HTTP chunk per event (clients see each as sent)."""

@@ -84,10 +84,12 @@ def _phrase(code: int) -> str:
 
 def anthropic_error(code: int, message: str | None = None, *, in_stream: bool = False) -> Body:
     """Anthropic's error body for ``code``; in a stream, 503 reads as ``overloaded_error``."""
-    default = ("api_error", "Internal server error") if code >= 500 else None
     if in_stream and code == 503:
-        default = _ANTHROPIC_ERRORS[529]
-    etype, text = _ANTHROPIC_ERRORS.get(code) or default or ("invalid_request_error", _phrase(code))
+        code = 529
+    fallback = ("api_error", "Internal server error") if code >= 500 else None
+    etype, text = (
+        _ANTHROPIC_ERRORS.get(code) or fallback or ("invalid_request_error", _phrase(code))
+    )
     return {"type": "error", "error": {"type": etype, "message": message or text}}
 
 
@@ -95,8 +97,8 @@ def openai_error(
     code: int, message: str | None = None, *, param: str | None = None, err_code: Any = None
 ) -> Body:
     """OpenAI's error body for HTTP status ``code``."""
-    etype = "server_error" if code >= 500 else "invalid_request_error"
-    etype, default_code, text = _OPENAI_ERRORS.get(code, (etype, None, _phrase(code)))
+    fallback = ("server_error" if code >= 500 else "invalid_request_error", None, _phrase(code))
+    etype, default_code, text = _OPENAI_ERRORS.get(code, fallback)
     error = {"message": message or text, "type": etype, "param": param}
     return {"error": {**error, "code": err_code if err_code is not None else default_code}}
 
