@@ -98,7 +98,8 @@ class FakeProvider:
         self._server = self._thread = None
         server.stopping.set()
         with self._cond:
-            pass
+            for provider in self._providers.values():
+                provider.rouse()
         server.shutdown()
         server.close_connections()
         server.server_close()
@@ -126,6 +127,7 @@ class FakeProvider:
         with self._cond:
             state = self._get(provider)
             state.fault = fault
+            state.rouse()
 
     def script(self, provider: str, faults: Iterable[Fault]) -> None:
         """Replace ``provider``'s fault queue: request k takes ``faults[k]``, then the standing
