@@ -161,6 +161,8 @@ def empty_text_problem(body: Body) -> str | None:
             return f"{where}.text: cache_control cannot be set for empty text blocks"
         if not text:
             return "messages: text content blocks must be non-empty"
+        if not text.strip():
+            return "messages: text content blocks must contain non-whitespace text"
     return None
 
 
