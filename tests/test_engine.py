@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -90,6 +91,21 @@ def test_two_503s_then_the_fallback_answers_and_the_next_call_starts_there(
     # After the cooldown the primary is used again.
     clock.advance(61)
     assert str(fo.call(P, lambda a: _wire.complete(client, fake, a)).route) == P
+
+
+def test_each_swap_logs_a_trace_correlated_record(
+    make_failover: Any, fake: FakeProvider, client: httpx.Client, otel: Otel,
+    caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    fo = make_failover(seed_config(max_retries=0))
+    fake.script("primary", [Fault.status(503)])
+    with caplog.at_level(logging.WARNING, logger="swerve"):
+        fo.call(P, lambda a: _wire.complete(client, fake, a))
+    (record,) = [r for r in caplog.records if "[model-fallback]" in r.getMessage()]
+    assert record.getMessage() == f"[model-fallback] switched model from {P} to {F} (unavailable)"
+    (call,) = otel.call_spans()
+    assert record.otelSpanID == f"{call.context.span_id:016x}"  # type: ignore[attr-defined]
+    assert record.otelTraceID == f"{call.context.trace_id:032x}"  # type: ignore[attr-defined]
 
 
 def test_failed_fallback_leaves_the_requested_route_on_the_error(

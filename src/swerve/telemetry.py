@@ -287,13 +287,21 @@ class Telemetry:
             EVENT_SWAP, {ROUTE_FROM: source, ROUTE_TO: target, REASON: reason, SWAP_INDEX: index}
         )
         self.swaps.add(1, {ROUTE_FROM: source, ROUTE_TO: target, REASON: reason})
-        # The log line the seed's operators grep for, correlated through the current span.
+        # The log line the seed's operators grep for. It carries the call span's ids under the
+        # names opentelemetry-instrumentation-logging uses, so log and trace join up.
+        context = span.get_span_context()
         _log.warning(
             "[model-fallback] switched model from %s to %s (%s)",
             source,
             target,
             reason,
-            extra={"swerve.route.from": source, "swerve.route.to": target, "swerve.reason": reason},
+            extra={
+                "swerve_route_from": source,
+                "swerve_route_to": target,
+                "swerve_reason": reason,
+                "otelTraceID": trace.format_trace_id(context.trace_id),
+                "otelSpanID": trace.format_span_id(context.span_id),
+            },
         )
 
     def swap_declined(self, span: Span, route: str, reason: str) -> None:
