@@ -243,6 +243,7 @@ class Failover:
         self._async_sleep = async_sleep
         self._random = random
         self._routes: dict[str, Route] = {}
+        self._pinned: tuple[FallbackConfig, FallbackConfig] | None = None
 
     @property
     def config(self) -> FallbackConfig | None:
@@ -264,15 +265,27 @@ class Failover:
             route = self._routes[value] = Route.parse(value)
         return route
 
-    def _active(self) -> FallbackConfig | None:
+    def _active(self, pin: bool = False) -> FallbackConfig | None:
         config = self.config
-        return config if config is not None and config.enabled else None
+        if config is None or not config.enabled:
+            return None
+        if pin:  # the same config with an empty map: nowhere to walk or swap to
+            if self._pinned is None or self._pinned[0] is not config:
+                self._pinned = (config, config.model_copy(update={"fallbacks": {}}))
+            return self._pinned[1]
+        return config
 
     # -- unary --------------------------------------------------------------------------------
-    def call(self, route: str | Route, fn: Callable[[Attempt], T]) -> Result[T]:
-        """Run ``fn(attempt)`` on ``route``, retrying and swapping per the config."""
+    def call(
+        self, route: str | Route, fn: Callable[[Attempt], T], *, pin: bool = False
+    ) -> Result[T]:
+        """Run ``fn(attempt)`` on ``route``, retrying and swapping per the config.
+
+        ``pin=True`` keeps the call on ``route``: no swaps, no walk past a cooling route (for
+        an evaluation that must not change models); retries still apply.
+        """
         requested = self.route(route)
-        config = self._active()
+        config = self._active(pin)
         if config is None:
             return _passthrough(requested, fn(Attempt(requested, requested)))
         run = _Call(self, config, requested, stream=False)
@@ -297,10 +310,12 @@ class Failover:
             run.finish_error(exc)
             raise
 
-    async def acall(self, route: str | Route, fn: Callable[[Attempt], Awaitable[T]]) -> Result[T]:
+    async def acall(
+        self, route: str | Route, fn: Callable[[Attempt], Awaitable[T]], *, pin: bool = False
+    ) -> Result[T]:
         """Async :meth:`call`; time limits are enforced by cancelling the attempt."""
         requested = self.route(route)
-        config = self._active()
+        config = self._active(pin)
         if config is None:
             return _passthrough(requested, await fn(Attempt(requested, requested)))
         run = _Call(self, config, requested, stream=False)
@@ -334,6 +349,7 @@ class Failover:
         spec: StreamSpec[C] | None = None,
         *,
         mid_stream: MidStream = "error",
+        pin: bool = False,
     ) -> FailoverStream[C]:
         """Stream ``fn(attempt)``'s chunks; failures before the first content chunk are invisible.
 
@@ -341,7 +357,9 @@ class Failover:
         :class:`MidStreamError`; ``"restart"`` retries or swaps and yields a
         :class:`StreamReset` before the new route's chunks.
         """
-        return FailoverStream(self, self.route(route), fn, spec or StreamSpec(), mid_stream, True)
+        return FailoverStream(
+            self, self.route(route), fn, spec or StreamSpec(), mid_stream, True, pin
+        )
 
     def astream(
         self,
@@ -350,10 +368,11 @@ class Failover:
         spec: StreamSpec[C] | None = None,
         *,
         mid_stream: MidStream = "error",
+        pin: bool = False,
     ) -> AsyncFailoverStream[C]:
         """Async :meth:`stream`."""
         return AsyncFailoverStream(
-            self, self.route(route), fn, spec or StreamSpec(), mid_stream, True
+            self, self.route(route), fn, spec or StreamSpec(), mid_stream, True, pin
         )
 
     def collect(
@@ -736,8 +755,10 @@ class _StreamBase(Generic[C]):
         spec: StreamSpec[C],
         mid_stream: MidStream,
         live: bool,
+        pin: bool = False,
     ) -> None:
         self._fo = fo
+        self._pin = pin
         self.requested = requested
         self._spec = spec
         self._mid_stream = mid_stream
@@ -790,8 +811,9 @@ class FailoverStream(_StreamBase[C], Iterator[C | StreamReset]):
         spec: StreamSpec[C],
         mid_stream: MidStream,
         live: bool,
+        pin: bool = False,
     ) -> None:
-        super().__init__(fo, requested, spec, mid_stream, live)
+        super().__init__(fo, requested, spec, mid_stream, live, pin)
         self._fn = fn
         self._gen = self._drive()
 
@@ -813,7 +835,7 @@ class FailoverStream(_StreamBase[C], Iterator[C | StreamReset]):
 
     def _drive(self) -> Generator[C | StreamReset, None, None]:
         fo = self._fo
-        config = fo._active()
+        config = fo._active(self._pin)
         if config is None:
             self.route = self.requested
             yield from self._fn(Attempt(self.requested, self.requested))
@@ -875,8 +897,9 @@ class AsyncFailoverStream(_StreamBase[C], AsyncIterator[C | StreamReset]):
         spec: StreamSpec[C],
         mid_stream: MidStream,
         live: bool,
+        pin: bool = False,
     ) -> None:
-        super().__init__(fo, requested, spec, mid_stream, live)
+        super().__init__(fo, requested, spec, mid_stream, live, pin)
         self._fn = fn
         self._gen = self._drive()
 
@@ -898,7 +921,7 @@ class AsyncFailoverStream(_StreamBase[C], AsyncIterator[C | StreamReset]):
 
     async def _drive(self) -> AsyncGenerator[C | StreamReset, None]:
         fo = self._fo
-        config = fo._active()
+        config = fo._active(self._pin)
         if config is None:
             self.route = self.requested
             async for chunk in self._fn(Attempt(self.requested, self.requested)):

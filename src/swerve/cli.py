@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -17,6 +18,7 @@ from ._config import DEFAULT_ENV_VAR, ConfigError, FallbackConfig
 from .policy import next_route
 
 if TYPE_CHECKING:
+    from opentelemetry.sdk.metrics import MeterProvider
     from rich.console import Console
 
 __all__ = ["main"]
@@ -27,6 +29,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="run a scripted outage against a built-in fake provider")
     demo.add_argument("--fast", action="store_true", help="shorter waits (for tests)")
+    demo.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="N",
+        help="serve swerve's metrics for Prometheus on http://127.0.0.1:N/metrics (0: any port)",
+    )
+    demo.add_argument(
+        "--hold",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="with --metrics-port, keep serving metrics this long after the script",
+    )
     config = sub.add_parser("config", help="configuration tools")
     config_sub = config.add_subparsers(dest="config_command", required=True)
     check = config_sub.add_parser("check", help="validate a config and print its chains")
@@ -35,7 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     source.add_argument("file", nargs="?", type=Path, help="a JSON config file")
     args = parser.parse_args(argv)
     if args.command == "demo":
-        return _demo(fast=args.fast)
+        return _demo(fast=args.fast, metrics_port=args.metrics_port, hold=args.hold)
     return _config_check(args.file, args.env)
 
 
@@ -89,7 +104,7 @@ PRIMARY = "openrouter/anthropic/claude-sonnet-5"
 FALLBACK = "anthropic/claude-sonnet-5"
 
 
-def _demo(*, fast: bool) -> int:
+def _demo(*, fast: bool, metrics_port: int | None = None, hold: float = 0.0) -> int:
     try:
         from rich.console import Console
     except ImportError:
@@ -97,13 +112,53 @@ def _demo(*, fast: bool) -> int:
         return 2
     console = Console(highlight=False)
     try:
-        _run_demo(console, fast=fast)
+        with _metrics_server(console, metrics_port) as meter_provider:
+            _run_demo(console, fast=fast, meter_provider=meter_provider, hold=hold)
+    except _MissingExporter:
+        print(
+            "swerve demo --metrics-port needs opentelemetry-exporter-prometheus: "
+            "pip install 'swerve[cli]'",
+            file=sys.stderr,
+        )
+        return 2
     except KeyboardInterrupt:
         return 130
     return 0
 
 
-def _run_demo(console: Console, *, fast: bool) -> None:
+class _MissingExporter(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def _metrics_server(console: Console, port: int | None) -> Iterator[MeterProvider | None]:
+    """A meter provider whose metrics Prometheus can scrape on 127.0.0.1:``port`` (or None)."""
+    if port is None:
+        yield None
+        return
+    try:
+        from opentelemetry.exporter.prometheus import PrometheusMetricReader
+        from prometheus_client import CollectorRegistry, start_http_server
+    except ImportError:
+        raise _MissingExporter from None
+    from opentelemetry.sdk.metrics import MeterProvider
+
+    registry = CollectorRegistry()
+    meter_provider = MeterProvider(metric_readers=[PrometheusMetricReader(registry=registry)])
+    server, thread = start_http_server(port, addr="127.0.0.1", registry=registry)
+    console.print(f"metrics at http://127.0.0.1:{server.server_port}/metrics")
+    try:
+        yield meter_provider
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+        meter_provider.shutdown()
+
+
+def _run_demo(
+    console: Console, *, fast: bool, meter_provider: MeterProvider | None = None, hold: float = 0.0
+) -> None:
     import httpx
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -143,7 +198,8 @@ def _run_demo(console: Console, *, fast: bool) -> None:
         live.flush()  # show the retry decision before waiting it out
         time.sleep(seconds)
 
-    failover = Failover(config, MemoryHealth(), telemetry=Telemetry(tracer_provider), sleep=sleep)
+    telemetry = Telemetry(tracer_provider, meter_provider)
+    failover = Failover(config, MemoryHealth(), telemetry=telemetry, sleep=sleep)
 
     with FakeProvider() as fake, httpx.Client() as client:
         fake.set_reply("openrouter", Reply(text="Hello from Claude via OpenRouter."))
@@ -218,6 +274,10 @@ def _run_demo(console: Console, *, fast: bool) -> None:
     tracer_provider.shutdown()  # flushes an OTLP exporter, if any
     console.rule("trace")
     _print_trace(console, exporter.get_finished_spans())
+    if meter_provider is not None and hold > 0:
+        # Inside the demo's scope: the route gauges report the health store while it lives.
+        console.print(f"serving metrics for {hold:g}s more (Ctrl-C stops)")
+        time.sleep(hold)
 
 
 def _delta(chunk: dict[str, Any]) -> str:

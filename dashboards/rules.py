@@ -1,0 +1,205 @@
+"""swerve's Prometheus alert rules, from one definition.
+
+:func:`alert_rules` builds the rule file as data; :func:`render` writes it as YAML. Durations
+and thresholds come from :class:`Timing`: the shipped ``alerts.yml`` uses :data:`DEFAULT_TIMING`,
+and the end-to-end test renders the very same rules with short durations so that it runs in
+seconds.
+
+Two groups:
+
+``swerve``
+    Generic rules, one series per route and scrape target: a route degraded too long, a high
+    swap rate away from a route, a breaker open.
+
+``swerve-chains``
+    One rule per chain of a :class:`~swerve.FallbackConfig` (the JSON you give swerve in
+    ``$SWERVE_FALLBACK_CONFIG``): it fires when every route a call for the chain's requested
+    route could start on is unavailable at once (cooling down, or its breaker open) in the same
+    process, which is when swerve has nowhere healthy to send the call and it will fail. swerve
+    exports no chain metric, so the chains come from the config, walked exactly as the engine
+    walks them (:func:`chain`); regenerate this group whenever the config changes.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Final
+
+import yaml
+
+from swerve import FallbackConfig
+from swerve import telemetry as t
+from swerve.policy import next_route
+
+from . import PROMETHEUS_NAMES, label
+
+__all__ = ["DEFAULT_TIMING", "Timing", "alert_rules", "chain", "render", "unavailable"]
+
+DEGRADED: Final = PROMETHEUS_NAMES[t.METRIC_ROUTE_DEGRADED]
+BREAKER: Final = PROMETHEUS_NAMES[t.METRIC_BREAKER_STATE]
+SWAPS: Final = PROMETHEUS_NAMES[t.METRIC_SWAPS]
+ROUTE: Final = label(t.ROUTE)
+ROUTE_FROM: Final = label(t.ROUTE_FROM)
+BREAKER_OPEN: Final = t.BREAKER_STATE_VALUES["open"]
+
+# Health is per process (MemoryHealth), so rules keep the scrape target's labels apart.
+TARGET: Final = "job, instance"
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Durations (Prometheus syntax) and thresholds of the rules."""
+
+    degraded_for: str = "5m"
+    """SwerveRouteDegraded: how long a route stays unavailable before the alert fires."""
+    swap_window: str = "5m"
+    """SwerveHighSwapRate: the window the swap rate is measured over."""
+    swaps_per_minute: float = 10
+    """SwerveHighSwapRate: swaps per minute away from one route that count as high."""
+    swap_for: str = "5m"
+    chain_for: str = "1m"
+    """SwerveChainDegraded: how long every route of a chain is unavailable before it fires."""
+    breaker_for: str = "0s"
+    """SwerveBreakerOpen: 0s fires on the first evaluation that sees the breaker open (a
+    breaker stays open for ``breaker.open_s``, 30 s by default, then probes)."""
+
+
+DEFAULT_TIMING: Final = Timing()
+
+
+def chain(config: FallbackConfig, requested: str) -> list[str]:
+    """Every route a call for ``requested`` may start on, in the order the engine tries them.
+
+    The engine starts a call on the first route of this walk that is neither cooling down nor
+    behind an open breaker, and on ``requested`` itself when none is left: then the call fails.
+    """
+    routes: list[str] = []
+    route: str | None = requested
+    while route is not None and route not in routes:  # the engine's cycle guard
+        routes.append(route)
+        route = next_route(config, requested, route)
+    return routes
+
+
+def unavailable(by: str, selector: str = "") -> str:
+    """PromQL for the routes calls walk past, as the engine sees them: cooling down (value 1),
+    or behind an open breaker (value 2). ``selector`` is a label selector such as ``{a="b"}``.
+
+    Both gauges count: in a sustained outage a breaker that keeps re-opening holds the route
+    out of service while its cooldown has already lapsed (the degraded gauge reads 0).
+    """
+    return (
+        f"max by ({by}) ({DEGRADED}{selector}) == 1\n"
+        f"or max by ({by}) ({BREAKER}{selector}) == {BREAKER_OPEN}"
+    )
+
+
+def _generic(timing: Timing) -> list[dict[str, Any]]:
+    rate = f'rate({SWAPS}[{timing.swap_window}]), "{ROUTE}", "$1", "{ROUTE_FROM}", "(.*)"'
+    per_route = f"{TARGET}, {ROUTE}"
+    return [
+        {
+            "alert": "SwerveRouteDegraded",
+            "expr": unavailable(per_route) + "\n",
+            "for": timing.degraded_for,
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": (
+                    f"swerve route {{{{ $labels.{ROUTE} }}}} degraded for more than "
+                    f"{timing.degraded_for}"
+                ),
+                "description": (
+                    f"{{{{ $labels.{ROUTE} }}}} has been cooling down or behind an open breaker "
+                    f"for more than {timing.degraded_for} on {{{{ $labels.instance }}}}: calls "
+                    "for it start on its fallback instead (or fail, when it has none)."
+                ),
+            },
+        },
+        {
+            "alert": "SwerveHighSwapRate",
+            "expr": (
+                f"sum by ({per_route}) (\n  label_replace({rate})\n) * 60\n"
+                f"> {timing.swaps_per_minute:g}\n"
+            ),
+            "for": timing.swap_for,
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": f"swerve swaps away from {{{{ $labels.{ROUTE} }}}} at a high rate",
+                "description": (
+                    f'{{{{ $value | printf "%.1f" }}}} swaps per minute away from '
+                    f"{{{{ $labels.{ROUTE} }}}} on {{{{ $labels.instance }}}} over the last "
+                    f"{timing.swap_window} (threshold {timing.swaps_per_minute:g}): the route "
+                    "keeps failing and its calls pay for retries and a second route."
+                ),
+            },
+        },
+        {
+            "alert": "SwerveBreakerOpen",
+            "expr": f"max by ({per_route}) ({BREAKER}) == {BREAKER_OPEN}\n",
+            "for": timing.breaker_for,
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": f"swerve circuit breaker open for {{{{ $labels.{ROUTE} }}}}",
+                "description": (
+                    f"The circuit breaker of {{{{ $labels.{ROUTE} }}}} on "
+                    "{{ $labels.instance }} is open: too many of its attempts failed, and calls "
+                    "skip it until a half-open probe succeeds."
+                ),
+            },
+        },
+    ]
+
+
+def _chain_rule(routes: list[str], timing: Timing) -> dict[str, Any]:
+    requested, arrow = routes[0], " -> ".join(routes)
+    selectors = ["{" + f"{ROUTE}={json.dumps(route)}" + "}" for route in routes]
+    terms = ["(\n  " + unavailable(TARGET, s).replace("\n", "\n  ") + "\n)" for s in selectors]
+    listed = ", ".join(routes[:-1]) + (" and " if len(routes) > 1 else "") + routes[-1]
+    return {
+        "alert": "SwerveChainDegraded",
+        "expr": f"\nand on ({TARGET}) ".join(terms) + "\n",
+        "for": timing.chain_for,
+        "labels": {"severity": "critical", ROUTE: requested, "swerve_chain": arrow},
+        "annotations": {
+            "summary": f"every route of the swerve chain for {requested} is degraded",
+            "description": (
+                f"On {{{{ $labels.instance }}}}, {listed} are all cooling down or behind an open "
+                f"breaker: calls for {requested} have no healthy route left and will fail until "
+                "one recovers."
+            ),
+        },
+    }
+
+
+def alert_rules(config: FallbackConfig, timing: Timing = DEFAULT_TIMING) -> dict[str, Any]:
+    """The rule file: generic rules, plus one chain rule per route ``config`` maps."""
+    chains = [chain(config, requested) for requested in config.fallbacks] if config.enabled else []
+    return {
+        "groups": [
+            {"name": "swerve", "rules": _generic(timing)},
+            {"name": "swerve-chains", "rules": [_chain_rule(c, timing) for c in chains]},
+        ]
+    }
+
+
+class _Dumper(yaml.SafeDumper):
+    """Block style for multi-line strings (PromQL), so the file reads like a hand-written one."""
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
+def render(rules: dict[str, Any], source: str) -> str:
+    """``rules`` as a YAML rule file, with a header naming what it was generated from."""
+    header = (
+        "# swerve alert rules: generated by `python -m dashboards` from dashboards/rules.py\n"
+        f"# and {source}. Do not edit by hand; see docs/observability.md.\n"
+    )
+    body = yaml.dump(rules, Dumper=_Dumper, sort_keys=False, width=100, allow_unicode=True)
+    return header + body

@@ -1,0 +1,1 @@
+"""swerve for LangChain."""

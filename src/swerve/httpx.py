@@ -1,0 +1,794 @@
+"""A failover httpx transport: failover for raw HTTP clients and the provider SDKs.
+
+Every client of an LLM API that is built on httpx (or httpx2, which the current openai and
+anthropic SDKs use) sends through a transport. :class:`FailoverTransport` and
+:class:`AsyncFailoverTransport` sit at that seam: a request whose body names a configured
+route (``"model": "openrouter/anthropic/claude-sonnet-5"``, or the upstream's own model name
+at the upstream's URL) is sent to that route's :class:`Upstream`, and retried, swapped and
+cooled down by the core engine exactly as :class:`swerve.Failover` does. Other requests pass
+through untouched.
+
+Streams are peeked: the response is handed to the client only once the upstream has sent its
+first content event, so an error inside a 200 stream before that is an ordinary failure,
+retried or swapped where the client cannot see it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import AsyncIterator, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import httpx
+
+from . import payloads
+from ._config import FallbackConfig
+from ._engine import (
+    AsyncFailoverStream,
+    Attempt,
+    Failover,
+    FailoverStream,
+    MidStreamError,
+    PartKind,
+    StreamSpec,
+)
+from ._routes import Route
+from .failures import IncompleteStreamError, InStreamError
+from .health import HealthStore
+from .policy import next_route
+
+__all__ = [
+    "ROUTE_HEADER",
+    "SWITCH_HEADER",
+    "AsyncFailoverTransport",
+    "FailoverTransport",
+    "ResponseTooLarge",
+    "Upstream",
+    "UpstreamStatusError",
+    "Wire",
+]
+
+Wire = Literal["openai", "anthropic"]
+ROUTE_HEADER = "x-swerve-route"
+"""Pin one request to a route: no swaps, no walking past a cooling route."""
+SWITCH_HEADER = "x-swerve-failover"
+"""``off`` sends one request to its route once, without swerve's retries or swaps."""
+
+_ENDPOINTS: dict[str, str] = {"openai": "/chat/completions", "anthropic": "/v1/messages"}
+_AUTH_HEADERS = frozenset({"authorization", "x-api-key", "api-key"})
+_NEVER_FORWARD = frozenset({"host", "content-length", ROUTE_HEADER, SWITCH_HEADER})
+# The body is decoded before the client sees it, so these would describe it wrongly.
+_NOT_RETURNED = frozenset({"content-encoding", "content-length", "transfer-encoding"})
+_ERROR_BODY_LIMIT = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Upstream:
+    """Where one route is served.
+
+    ``base_url`` follows the SDK convention of its wire: for ``openai`` the URL that
+    ``/chat/completions`` is appended to (``https://openrouter.ai/api/v1``), for ``anthropic``
+    the one ``/v1/messages`` is appended to (``https://api.anthropic.com``). ``api_key``, when
+    set, replaces the client's credentials on requests to this upstream (never logged, never
+    in a span). ``model`` is the model's name on this upstream (default: the route's model).
+    ``transport`` is the inner transport for this upstream (default: httpx's own, of the
+    client's flavour, httpx or httpx2).
+    """
+
+    base_url: str
+    wire: Wire = "openai"
+    api_key: str | None = field(default=None, repr=False)
+    model: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+    transport: Any = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.wire not in _ENDPOINTS:
+            raise ValueError(f"Upstream.wire must be 'openai' or 'anthropic', got {self.wire!r}")
+        if not self.base_url.startswith(("http://", "https://")):
+            raise ValueError(f"Upstream.base_url must be an http(s) URL, got {self.base_url!r}")
+        object.__setattr__(self, "base_url", self.base_url.rstrip("/"))
+
+    @property
+    def endpoint(self) -> str:
+        return self.base_url + _ENDPOINTS[self.wire]
+
+
+class UpstreamStatusError(Exception):
+    """An upstream answered with an error status. Carries the (fully read) response.
+
+    Raised between attempts only; when swerve gives up, the client receives the upstream's
+    error response itself, as it would have without swerve.
+    """
+
+    def __init__(self, route: str, response: Any, body: bytes) -> None:
+        self.route = route
+        self.response = response
+        self.status_code: int = response.status_code
+        self.content = body
+        try:
+            self.body: object = json.loads(body) if body else None
+        except ValueError:
+            self.body = None
+        super().__init__(f"{route} answered HTTP {self.status_code}")
+
+
+class ResponseTooLarge(Exception):
+    """An upstream body or SSE event exceeded the transport's size limit."""
+
+
+@dataclass(slots=True)
+class _Head:
+    """The status line and headers of the attempt whose body follows."""
+
+    status: int
+    headers: list[tuple[str, str]]
+
+
+@dataclass(slots=True)
+class _Event:
+    """One server-sent event: its raw bytes (passed on untouched) and what it means."""
+
+    raw: bytes
+    part: PartKind | None = None
+    finish: bool = False
+    error: Mapping[str, object] | None = None
+
+
+_Chunk = _Head | _Event
+
+
+def _part_of(chunk: _Chunk) -> PartKind | None:
+    return chunk.part if isinstance(chunk, _Event) else None
+
+
+def _finish_of(chunk: _Chunk) -> bool:
+    return isinstance(chunk, _Event) and chunk.finish
+
+
+_SPEC: StreamSpec[_Chunk] = StreamSpec(part=_part_of, is_finish=_finish_of)
+
+
+class _Replay:
+    """Keeps an attempt's events so that, if swerve gives up on it, the client gets the stream
+    exactly as the upstream sent it (up to and including its error event)."""
+
+    def __init__(self, response: Any) -> None:
+        self.status = response.status_code
+        self.headers = _returned(response.headers)
+        self.raw: list[bytes] = []
+
+    def pass_on(self, event: _Event, route: str) -> _Event:
+        self.raw.append(event.raw)
+        if event.error is None:
+            return event
+        error = InStreamError(event.error, route=route)
+        error.raw = event.raw  # type: ignore[attr-defined]
+        error.replay = (self.status, self.headers, b"".join(self.raw))  # type: ignore[attr-defined]
+        raise error
+
+
+class _SSEParser:
+    """Splits a byte stream into events at blank lines, bounded in size."""
+
+    def __init__(self, wire: Wire, limit: int) -> None:
+        self.wire = wire
+        self.limit = limit
+        self.pending = b""
+
+    def feed(self, data: bytes) -> list[_Event]:
+        self.pending += data
+        events = []
+        while True:
+            cut, sep = _boundary(self.pending)
+            if cut < 0:
+                break
+            raw, self.pending = self.pending[: cut + sep], self.pending[cut + sep :]
+            if raw.strip():
+                events.append(_interpret(self.wire, raw))
+        if len(self.pending) > self.limit:
+            raise ResponseTooLarge(f"an SSE event exceeded {self.limit} bytes")
+        return events
+
+    def flush(self) -> list[_Event]:
+        raw, self.pending = self.pending, b""
+        return [_interpret(self.wire, raw)] if raw.strip() else []
+
+
+def _boundary(buf: bytes) -> tuple[int, int]:
+    best, size = -1, 0
+    for sep in (b"\n\n", b"\r\n\r\n"):
+        i = buf.find(sep)
+        if i >= 0 and (best < 0 or i < best):
+            best, size = i, len(sep)
+    return best, size
+
+
+def _interpret(wire: Wire, raw: bytes) -> _Event:
+    """What an event means on its wire: content (of which kind), the finish, or an error."""
+    name = None
+    data_lines = []
+    for line in raw.decode("utf-8", "replace").splitlines():
+        if line.startswith("event:"):
+            name = line[6:].strip()
+        elif line.startswith("data:"):
+            data_lines.append(line[5:].lstrip())
+    data = "\n".join(data_lines)
+    event = _Event(raw)
+    if wire == "openai" and data.strip() == "[DONE]":
+        event.finish = True
+        return event
+    try:
+        payload = json.loads(data) if data else None
+    except ValueError:
+        return event  # not ours to judge: the client parses it as it would without swerve
+    if not isinstance(payload, dict):
+        return event
+    if name == "error" or "error" in payload:
+        event.error = payload
+        return event
+    if wire == "anthropic":
+        kind = payload.get("type")
+        if kind == "message_stop":
+            event.finish = True
+        elif kind == "content_block_delta":
+            delta = payload.get("delta") or {}
+            dtype = delta.get("type")
+            if dtype == "text_delta" and delta.get("text"):
+                event.part = "text"
+            elif dtype in ("thinking_delta", "signature_delta"):
+                event.part = "reasoning"
+            elif dtype == "input_json_delta":
+                event.part = "tool_call"
+        elif kind == "content_block_start":
+            block = payload.get("content_block") or {}
+            if block.get("type") == "tool_use":
+                event.part = "tool_call"
+        return event
+    for choice in payload.get("choices") or ():
+        delta = choice.get("delta") or {}
+        if delta.get("content"):
+            event.part = "text"
+        elif delta.get("tool_calls"):
+            event.part = "tool_call"
+        elif (
+            delta.get("reasoning")
+            or delta.get("reasoning_content")
+            or delta.get("reasoning_details")
+        ):
+            event.part = "reasoning"
+    return event
+
+
+@dataclass(slots=True)
+class _Plan:
+    """What to do with one client request."""
+
+    route: str
+    body: dict[str, Any]
+    stream: bool
+    pin: bool
+    off: bool
+
+
+class _Core:
+    """Everything both transports share: routing, rewriting, reading, error mapping."""
+
+    def __init__(
+        self,
+        upstreams: Mapping[str, Upstream],
+        failover: Failover,
+        max_body_bytes: int,
+        config: FallbackConfig | None,
+    ) -> None:
+        self.upstreams: dict[str, Upstream] = {}
+        for key, upstream in upstreams.items():
+            try:
+                Route.parse(key)
+            except ValueError as exc:
+                raise ValueError(f"upstreams: {exc}") from None
+            if not isinstance(upstream, Upstream):
+                raise TypeError(f"upstreams[{key!r}] must be an Upstream")
+            self.upstreams[key] = upstream
+        self.failover = failover
+        self.limit = max_body_bytes
+        self._check(config if config is not None else failover.config)
+
+    def _check(self, config: FallbackConfig | None) -> None:
+        """Refuse, now, every swap the config could make that this transport cannot serve."""
+        if config is None:
+            return
+        for requested in self.upstreams:
+            seen, current = {requested}, requested
+            for _ in range(config.max_swaps):
+                target = next_route(config, requested, current)
+                if target is None or target in seen:
+                    break
+                source = self.upstreams[current]
+                if target not in self.upstreams:
+                    raise ValueError(
+                        f"route {current} falls back to {target}, which has no Upstream"
+                    )
+                if self.upstreams[target].wire != source.wire:
+                    raise ValueError(
+                        f"route {current} ({source.wire} wire) falls back to {target} "
+                        f"({self.upstreams[target].wire} wire): swerve does not translate "
+                        "between wires; map routes of the same wire to each other"
+                    )
+                seen.add(target)
+                current = target
+
+    # -- routing ------------------------------------------------------------------------------
+    def plan(self, request: Any) -> _Plan | Any | None:
+        """A plan, None to pass the request through, or an error response to return as is."""
+        if request.method != "POST":
+            return None
+        options = request.extensions.get("swerve") or {}
+        pinned = request.headers.get(ROUTE_HEADER) or options.get("route")
+        off = (request.headers.get(SWITCH_HEADER, "").lower() in ("off", "0", "false")) or (
+            options.get("failover") is False
+        )
+        try:
+            body = json.loads(request.content)
+        except ValueError as exc:
+            if not pinned and not self._endpoint_match(request):
+                return None
+            return _error_response(
+                request,
+                400,
+                f"swerve: the request body is not JSON ({exc}); routes are named by its 'model'",
+            )
+        if not isinstance(body, dict):
+            return None
+        model = body.get("model")
+        if pinned:
+            if pinned not in self.upstreams:
+                return _error_response(
+                    request, 400, f"swerve: pinned route {pinned!r} has no Upstream"
+                )
+            route = pinned
+        elif isinstance(model, str) and model in self.upstreams:
+            route = model
+        else:
+            url = str(request.url)
+            route = next(
+                (
+                    name
+                    for name, up in self.upstreams.items()
+                    if url.startswith(up.base_url)
+                    and model == (up.model or Route.parse(name).model)
+                ),
+                "",
+            )
+            if not route:
+                return None
+        return _Plan(route, body, body.get("stream") is True, bool(pinned), off)
+
+    def _endpoint_match(self, request: Any) -> bool:
+        path = request.url.path
+        return bool(path.endswith(tuple(_ENDPOINTS.values())))
+
+    # -- one attempt --------------------------------------------------------------------------
+    def build(self, request: Any, plan: _Plan, attempt: Attempt) -> Any:
+        """The request for ``attempt``: the route's URL, credentials and model; fixed body."""
+        route = str(attempt.route)
+        upstream = self.upstreams[route]
+        body = dict(plan.body)
+        body["model"] = upstream.model or attempt.route.model
+        target = body["model"]
+        if route != plan.route:
+            body, _ = payloads.adapt_for_target(body, upstream.wire, target_model=target)
+        body, fix = payloads.fix_empty_text_cache(body, upstream.wire)
+        if fix is not None:
+            self.failover.telemetry.cache_fix(route, fix.blocks, fix.moved_to)
+        drop = _NEVER_FORWARD | (_AUTH_HEADERS if upstream.api_key else frozenset())
+        headers = [(k, v) for k, v in request.headers.multi_items() if k.lower() not in drop]
+        if upstream.api_key:
+            if upstream.wire == "anthropic":
+                headers.append(("x-api-key", upstream.api_key))
+            else:
+                headers.append(("authorization", f"Bearer {upstream.api_key}"))
+        headers.extend(upstream.headers.items())
+        extensions = {k: v for k, v in request.extensions.items() if k != "swerve"}
+        if attempt.timeout is not None or attempt.read_timeout is not None:
+            extensions["timeout"] = _timeouts(extensions.get("timeout"), attempt)
+        module = _module_of(request)
+        return module.Request(
+            request.method,
+            upstream.endpoint,
+            headers=headers,
+            content=json.dumps(body).encode(),
+            extensions=extensions,
+        )
+
+    def status_error(self, route: str, response: Any, body: bytes) -> UpstreamStatusError:
+        return UpstreamStatusError(route, response, body)
+
+    def parsed(self, route: str, response: Any, body: bytes) -> Any:
+        """A complete (non-stream) success body: an error inside it is a failure too."""
+        if b'"error"' in body:
+            try:
+                data = json.loads(body)
+            except ValueError:
+                data = None
+            if isinstance(data, dict) and data.get("error") and not data.get("choices"):
+                error = InStreamError(data, route=route)
+                error.replay = (response.status_code, _returned(response.headers), body)  # type: ignore[attr-defined]
+                raise error
+        return _response(response, response.status_code, _returned(response.headers), body)
+
+    def sse(self, route: str) -> _SSEParser:
+        return _SSEParser(self.upstreams[route].wire, self.limit)
+
+    def inner(self, request: Any, route: str | None, cache: dict[str, Any], sync: bool) -> Any:
+        upstream = self.upstreams.get(route) if route else None
+        if upstream is not None and upstream.transport is not None:
+            return upstream.transport
+        name = type(request).__module__.partition(".")[0]
+        transport = cache.get(name)
+        if transport is None:
+            module = importlib.import_module(name)
+            transport = cache[name] = (
+                module.HTTPTransport() if sync else module.AsyncHTTPTransport()
+            )
+        return transport
+
+
+def _module_of(obj: Any) -> Any:
+    return importlib.import_module(type(obj).__module__.partition(".")[0])
+
+
+def _timeouts(current: Any, attempt: Attempt) -> dict[str, float | None]:
+    base = dict(current) if isinstance(current, dict) else {}
+
+    def smaller(a: float | None, b: float | None) -> float | None:
+        return b if a is None else a if b is None else min(a, b)
+
+    total = attempt.timeout
+    read = smaller(attempt.read_timeout, total)
+    return {
+        "connect": smaller(base.get("connect"), total),
+        "read": smaller(base.get("read"), read),
+        "write": smaller(base.get("write"), total),
+        "pool": smaller(base.get("pool"), total),
+    }
+
+
+def _returned(headers: Any) -> list[tuple[str, str]]:
+    return [(k, v) for k, v in headers.multi_items() if k.lower() not in _NOT_RETURNED]
+
+
+def _response(like: Any, status: int, headers: list[tuple[str, str]], content: bytes) -> Any:
+    module = _module_of(like)
+    return module.Response(status, headers=headers, content=content)
+
+
+def _error_response(request: Any, status: int, message: str) -> Any:
+    """An error in the shape the SDKs read, for requests swerve cannot route (no retry storm)."""
+    body = json.dumps({"error": {"message": message, "type": "invalid_request_error"}})
+    module = _module_of(request)
+    return module.Response(
+        status,
+        headers=[("content-type", "application/json")],
+        content=body.encode(),
+        request=request,
+    )
+
+
+def _read_limited(chunks: Iterator[bytes], limit: int) -> bytes:
+    out = bytearray()
+    for chunk in chunks:
+        out += chunk
+        if len(out) > limit:
+            raise ResponseTooLarge(f"the upstream body exceeded {limit} bytes")
+    return bytes(out)
+
+
+async def _aread_limited(chunks: AsyncIterator[bytes], limit: int) -> bytes:
+    out = bytearray()
+    async for chunk in chunks:
+        out += chunk
+        if len(out) > limit:
+            raise ResponseTooLarge(f"the upstream body exceeded {limit} bytes")
+    return bytes(out)
+
+
+def _given_up(request: Any, error: Exception) -> Any:
+    """After swerve gave up: what the client would have received without it."""
+    if isinstance(error, UpstreamStatusError):
+        return _response(
+            request, error.status_code, _returned(error.response.headers), error.content
+        )
+    replay = getattr(error, "replay", None)
+    if isinstance(error, InStreamError) and replay is not None:
+        status, headers, content = replay
+        return _module_of(request).Response(status, headers=headers, content=content)
+    if isinstance(error, IncompleteStreamError):
+        flavour = _module_of(request)
+        raise flavour.RemoteProtocolError(
+            f"swerve: the upstream stream ended without its finish event ({error})", request=request
+        ) from error
+    raise error
+
+
+def _is_sse(response: Any) -> bool:
+    return "text/event-stream" in response.headers.get("content-type", "")
+
+
+def _events_after(error: BaseException, route: str) -> BaseException | None:
+    """What the client should see when a stream fails after its output began.
+
+    An error event: pass it on and end (the SDK raises its own error from it, as it would).
+    A truncated stream is never a silent success: a protocol error. A transport error: itself.
+    """
+    cause = error.__cause__ if isinstance(error, MidStreamError) else error
+    if isinstance(cause, InStreamError):
+        return None
+    if isinstance(cause, IncompleteStreamError):
+        return httpx.RemoteProtocolError(
+            f"swerve: the stream from {route} ended without its finish event"
+        )
+    return cause or error
+
+
+_STREAM_CLASSES: dict[tuple[str, bool], type] = {}
+
+
+def _byte_stream(module: Any, sync: bool, source: Any, route: str) -> Any:
+    """A response body of the client's flavour (httpx or httpx2) fed by the failover stream."""
+    key = (module.__name__, sync)
+    cls = _STREAM_CLASSES.get(key)
+    if cls is None:
+        cls = _STREAM_CLASSES[key] = (
+            type("SwerveStream", (_SyncBody, module.SyncByteStream), {})
+            if sync
+            else type("SwerveAsyncStream", (_AsyncBody, module.AsyncByteStream), {})
+        )
+    return cls(source, route, module)
+
+
+class _SyncBody:
+    def __init__(self, source: FailoverStream[_Chunk], route: str, module: Any) -> None:
+        self.source = source
+        self.route = route
+        self.module = module
+
+    def __iter__(self) -> Iterator[bytes]:
+        try:
+            for chunk in self.source:
+                if isinstance(chunk, _Event):
+                    yield chunk.raw
+        except MidStreamError as exc:
+            surfaced = _events_after(exc, self.route)
+            if surfaced is None:
+                yield getattr(exc.__cause__, "raw", b"")
+                return
+            raise _flavoured(surfaced, self.module) from exc
+
+    def close(self) -> None:
+        self.source.close()
+
+
+class _AsyncBody:
+    def __init__(self, source: AsyncFailoverStream[_Chunk], route: str, module: Any) -> None:
+        self.source = source
+        self.route = route
+        self.module = module
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self.source:
+                if isinstance(chunk, _Event):
+                    yield chunk.raw
+        except MidStreamError as exc:
+            surfaced = _events_after(exc, self.route)
+            if surfaced is None:
+                yield getattr(exc.__cause__, "raw", b"")
+                return
+            raise _flavoured(surfaced, self.module) from exc
+
+    async def aclose(self) -> None:
+        await self.source.aclose()
+
+
+def _flavoured(error: BaseException, module: Any) -> BaseException:
+    """httpx errors re-made in the client's flavour, so an httpx2 client sees httpx2 errors."""
+    if isinstance(error, httpx.HTTPError) and module.__name__ != "httpx":
+        cls = getattr(module, type(error).__name__, None)
+        if isinstance(cls, type) and issubclass(cls, Exception):
+            return cls(str(error))
+    return error
+
+
+class FailoverTransport(httpx.BaseTransport):
+    """A sync transport with failover; works under ``httpx.Client`` and ``httpx2.Client``.
+
+    ``upstreams`` maps each route to its :class:`Upstream`. ``config`` (or ``failover``, a
+    ready :class:`swerve.Failover`) sets the policy; with neither, ``$SWERVE_FALLBACK_CONFIG``.
+    Swaps that would cross wires are refused here, when the transport is built.
+    """
+
+    def __init__(
+        self,
+        upstreams: Mapping[str, Upstream],
+        config: FallbackConfig | None = None,
+        *,
+        failover: Failover | None = None,
+        health: HealthStore | None = None,
+        max_body_bytes: int = 32 * 1024 * 1024,
+    ) -> None:
+        failover = failover if failover is not None else Failover(config, health)
+        self._core = _Core(upstreams, failover, max_body_bytes, config)
+        self._inner: dict[str, Any] = {}
+
+    @property
+    def failover(self) -> Failover:
+        return self._core.failover
+
+    def handle_request(self, request: Any) -> Any:
+        core = self._core
+        plan = core.plan(request)
+        if plan is None:
+            return core.inner(request, None, self._inner, True).handle_request(request)
+        if not isinstance(plan, _Plan):
+            return plan  # an error response naming what was wrong
+        route = plan.route
+
+        def send(attempt: Attempt) -> Any:
+            upstream_request = core.build(request, plan, attempt)
+            inner = core.inner(request, str(attempt.route), self._inner, True)
+            return inner.handle_request(upstream_request)
+
+        def read(response: Any, attempt_route: str) -> bytes:
+            try:
+                body = _read_limited(response.iter_bytes(), core.limit)
+            finally:
+                response.close()
+            if response.status_code >= 400:
+                raise core.status_error(attempt_route, response, body[:_ERROR_BODY_LIMIT])
+            return body
+
+        def once(attempt: Attempt) -> Any:
+            response = send(attempt)
+            body = read(response, str(attempt.route))
+            return core.parsed(str(attempt.route), response, body)
+
+        def chunks(attempt: Attempt) -> Iterator[_Chunk]:
+            response = send(attempt)
+            try:
+                yield _Head(response.status_code, _returned(response.headers))
+                if response.status_code >= 400 or not _is_sse(response):
+                    body = read(response, str(attempt.route))
+                    core.parsed(str(attempt.route), response, body)
+                    yield _Event(body, part="other", finish=True)
+                    return
+                replay = _Replay(response)
+                parser = core.sse(str(attempt.route))
+                for data in response.iter_bytes():
+                    for event in parser.feed(data):
+                        yield replay.pass_on(event, str(attempt.route))
+                for event in parser.flush():
+                    yield replay.pass_on(event, str(attempt.route))
+            finally:
+                response.close()
+
+        fo = core.failover
+        try:
+            if plan.off:
+                return once(Attempt(Route.parse(route), Route.parse(route)))
+            if not plan.stream:
+                return fo.call(route, once, pin=plan.pin).value
+            stream = fo.stream(route, chunks, _SPEC, pin=plan.pin)
+            head = next(stream)
+        except Exception as exc:
+            return _given_up(request, exc)
+        assert isinstance(head, _Head)
+        module = _module_of(request)
+        return module.Response(
+            head.status, headers=head.headers, stream=_byte_stream(module, True, stream, route)
+        )
+
+    def close(self) -> None:
+        for transport in self._inner.values():
+            transport.close()
+        for upstream in self._core.upstreams.values():
+            if upstream.transport is not None:
+                upstream.transport.close()
+
+
+class AsyncFailoverTransport(httpx.AsyncBaseTransport):
+    """The async :class:`FailoverTransport`, for ``httpx.AsyncClient`` / ``httpx2.AsyncClient``.
+
+    Any async inner transport can serve the upstreams (set ``Upstream.transport``): swerve
+    only needs ``handle_async_request``.
+    """
+
+    def __init__(
+        self,
+        upstreams: Mapping[str, Upstream],
+        config: FallbackConfig | None = None,
+        *,
+        failover: Failover | None = None,
+        health: HealthStore | None = None,
+        max_body_bytes: int = 32 * 1024 * 1024,
+    ) -> None:
+        failover = failover if failover is not None else Failover(config, health)
+        self._core = _Core(upstreams, failover, max_body_bytes, config)
+        self._inner: dict[str, Any] = {}
+
+    @property
+    def failover(self) -> Failover:
+        return self._core.failover
+
+    async def handle_async_request(self, request: Any) -> Any:
+        core = self._core
+        plan = core.plan(request)
+        if plan is None:
+            inner = core.inner(request, None, self._inner, False)
+            return await inner.handle_async_request(request)
+        if not isinstance(plan, _Plan):
+            return plan
+        route = plan.route
+
+        async def send(attempt: Attempt) -> Any:
+            upstream_request = core.build(request, plan, attempt)
+            inner = core.inner(request, str(attempt.route), self._inner, False)
+            return await inner.handle_async_request(upstream_request)
+
+        async def read(response: Any, attempt_route: str) -> bytes:
+            try:
+                body = await _aread_limited(response.aiter_bytes(), core.limit)
+            finally:
+                await response.aclose()
+            if response.status_code >= 400:
+                raise core.status_error(attempt_route, response, body[:_ERROR_BODY_LIMIT])
+            return body
+
+        async def once(attempt: Attempt) -> Any:
+            response = await send(attempt)
+            body = await read(response, str(attempt.route))
+            return core.parsed(str(attempt.route), response, body)
+
+        async def chunks(attempt: Attempt) -> AsyncIterator[_Chunk]:
+            response = await send(attempt)
+            try:
+                yield _Head(response.status_code, _returned(response.headers))
+                if response.status_code >= 400 or not _is_sse(response):
+                    body = await read(response, str(attempt.route))
+                    core.parsed(str(attempt.route), response, body)
+                    yield _Event(body, part="other", finish=True)
+                    return
+                replay = _Replay(response)
+                parser = core.sse(str(attempt.route))
+                async for data in response.aiter_bytes():
+                    for event in parser.feed(data):
+                        yield replay.pass_on(event, str(attempt.route))
+                for event in parser.flush():
+                    yield replay.pass_on(event, str(attempt.route))
+            finally:
+                await response.aclose()
+
+        fo = core.failover
+        try:
+            if plan.off:
+                return await once(Attempt(Route.parse(route), Route.parse(route)))
+            if not plan.stream:
+                return (await fo.acall(route, once, pin=plan.pin)).value
+            stream = fo.astream(route, chunks, _SPEC, pin=plan.pin)
+            head = await anext(stream)
+        except Exception as exc:
+            return _given_up(request, exc)
+        assert isinstance(head, _Head)
+        module = _module_of(request)
+        return module.Response(
+            head.status, headers=head.headers, stream=_byte_stream(module, False, stream, route)
+        )
+
+    async def aclose(self) -> None:
+        for transport in self._inner.values():
+            await transport.aclose()
+        for upstream in self._core.upstreams.values():
+            if upstream.transport is not None:
+                await upstream.transport.aclose()

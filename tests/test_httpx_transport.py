@@ -1,0 +1,436 @@
+"""The failover transport under real httpx / httpx2 clients and the real openai and anthropic
+SDKs, against the fake provider: every fault, both wires, sync and async, stream and not."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import anthropic
+import httpx
+import httpx2
+import openai
+import pytest
+
+from swerve import Failover, FallbackConfig
+from swerve.httpx import AsyncFailoverTransport, FailoverTransport, ResponseTooLarge, Upstream
+from swerve.testing import FakeProvider, Fault, Reply
+
+from .conftest import FakeClock, Otel
+
+OR, BK = "openrouter/anthropic/claude-sonnet-5", "backup/claude-sonnet-5"  # OpenAI wire
+AN, AB = "anthropic/claude-sonnet-5", "anthropic-backup/claude-sonnet-5"  # Anthropic wire
+SECRETS = ("sk-or-v1-0123456789abcdefSECRET", "sk-ant-api03-BACKUPSECRETabcdef0123")
+MESSAGES = [{"role": "user", "content": "hi"}]
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeProvider]:
+    with FakeProvider() as server:
+        for name in ("openrouter", "backup", "anthropic", "anthropic-backup"):
+            server.set_reply(name, Reply(text=f"from {name}"))
+        yield server
+
+
+def upstreams(fake: FakeProvider) -> dict[str, Upstream]:
+    return {
+        OR: Upstream(f"{fake.url('openrouter')}/v1", api_key=SECRETS[0]),
+        BK: Upstream(f"{fake.url('backup')}/v1", api_key=SECRETS[1], model="claude-sonnet-5-b"),
+        AN: Upstream(fake.url("anthropic"), wire="anthropic", api_key=SECRETS[0]),
+        AB: Upstream(fake.url("anthropic-backup"), wire="anthropic", api_key=SECRETS[1]),
+    }
+
+
+CONFIG = FallbackConfig(
+    fallbacks={OR: BK, AN: AB}, max_retries=1, max_swaps=1, jitter=False, cooldown_s=30
+)
+
+
+@pytest.fixture
+def failover(make_failover: Any) -> Failover:
+    return make_failover(CONFIG)  # type: ignore[no-any-return]
+
+
+@pytest.fixture(params=["httpx", "httpx2"])
+def client(request: pytest.FixtureRequest, fake: FakeProvider, failover: Failover) -> Iterator[Any]:
+    module = httpx if request.param == "httpx" else httpx2
+    with module.Client(transport=FailoverTransport(upstreams(fake), failover=failover)) as c:
+        yield c
+
+
+def openai_json(client: Any, route: str = OR, **extra: Any) -> Any:
+    body = {"model": route, "messages": MESSAGES, **extra}
+    return client.post("http://swerve.invalid/v1/chat/completions", json=body)
+
+
+def openai_stream_text(client: Any, route: str = OR) -> str:
+    body = {"model": route, "messages": MESSAGES, "stream": True}
+    out = []
+    with client.stream("POST", "http://swerve.invalid/v1/chat/completions", json=body) as r:
+        assert r.status_code == 200
+        for line in r.iter_lines():
+            if line.startswith("data:") and "[DONE]" not in line:
+                chunk = json.loads(line[5:])
+                assert "error" not in chunk, chunk
+                for choice in chunk["choices"]:
+                    out.append(choice["delta"].get("content") or "")
+    return "".join(out)
+
+
+# --- plain clients, OpenAI wire ---------------------------------------------------------------
+def test_json_call_swaps_and_rewrites_url_auth_and_model(client: Any, fake: FakeProvider) -> None:
+    fake.set_fault("openrouter", Fault.status(503))
+    r = openai_json(client)
+    assert r.status_code == 200
+    assert r.json()["choices"][0]["message"]["content"] == "from backup"
+    assert fake.requests("openrouter") == 2 and fake.requests("backup") == 1
+    sent = fake.received("backup")[-1]
+    assert sent["model"] == "claude-sonnet-5-b"  # the model's name on that upstream
+    headers = fake.received_headers("backup")[-1]
+    assert headers["authorization"] == f"Bearer {SECRETS[1]}"
+    assert "x-swerve-route" not in headers
+    assert fake.received_headers("openrouter")[-1]["authorization"] == f"Bearer {SECRETS[0]}"
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        Fault.status(503),
+        Fault.status(429, retry_after=1),
+        Fault.status(502, body="<html><body>Bad gateway</body></html>"),
+        Fault.reset(),
+        Fault.error_before_content("openrouter", 503),
+        Fault.error_before_content("openai", 500),
+        Fault.drop_after(0),
+    ],
+    ids=lambda f: f.kind + (f"-{f.style}" if "error" in f.kind else ""),
+)
+def test_stream_failures_before_content_are_invisible(
+    client: Any, fake: FakeProvider, fault: Fault
+) -> None:
+    fake.set_fault("openrouter", fault)
+    assert openai_stream_text(client) == "from backup"
+
+
+@pytest.mark.parametrize("style", ["openrouter", "openai"])
+def test_error_event_after_content_reaches_the_client_as_it_was(
+    client: Any, fake: FakeProvider, failover: Failover, clock: FakeClock, style: str
+) -> None:
+    fake.set_reply("openrouter", Reply(text="one two three"))
+    fake.set_fault("openrouter", Fault.error_after(1, style, 503))  # type: ignore[arg-type]
+    body = {"model": OR, "messages": MESSAGES, "stream": True}
+    events = []
+    with client.stream("POST", "http://swerve.invalid/v1/chat/completions", json=body) as r:
+        for line in r.iter_lines():
+            if line.startswith("data:"):
+                events.append(json.loads(line[5:]))
+    assert "error" in events[-1]  # the SDK sees the provider's own error chunk
+    assert OR in failover.health.unavailable(clock.now)
+    assert fake.requests("backup") == 0
+
+
+@pytest.mark.parametrize(
+    "fault", [Fault.drop_after(2), Fault.reset_after(2)], ids=["drop", "reset"]
+)
+def test_drop_after_content_is_an_error_never_a_truncation(
+    client: Any, fake: FakeProvider, failover: Failover, clock: FakeClock, fault: Fault
+) -> None:
+    fake.set_reply("openrouter", Reply(text="one two three four"))
+    fake.set_fault("openrouter", fault)
+    module = httpx if isinstance(client, httpx.Client) else httpx2
+    with pytest.raises(module.TransportError):
+        openai_stream_text(client)
+    assert OR in failover.health.unavailable(clock.now)
+
+
+def test_no_finish_after_content_raises_a_protocol_error(
+    client: Any, fake: FakeProvider, make_failover: Any
+) -> None:
+    # Only route: nowhere to go, and the content has started.
+    fo = make_failover(FallbackConfig(max_retries=0))
+    module = httpx if isinstance(client, httpx.Client) else httpx2
+    fake.set_fault("openrouter", Fault.no_finish())
+    with module.Client(transport=FailoverTransport(upstreams(fake), failover=fo)) as c:
+        r = openai_json(c)  # JSON: the body is complete, only finish_reason is null
+        assert r.status_code == 200
+        with pytest.raises(module.RemoteProtocolError, match="ended without its finish event"):
+            openai_stream_text(c)
+
+
+def test_final_error_response_is_the_upstreams_own(client: Any, fake: FakeProvider) -> None:
+    fake.set_fault("openrouter", Fault.status(503))
+    fake.set_fault("backup", Fault.status(500))
+    r = openai_json(client)
+    assert r.status_code == 500
+    assert r.json()["error"]["code"] in (500, "500", "server_error") or "error" in r.json()
+    fake.set_fault("openrouter", Fault.context_overflow())
+    r = openai_json(client)
+    assert r.status_code == 400 and "maximum context length" in r.text
+    assert fake.requests("backup") == 2  # the overflow never swapped
+
+
+def test_hang_times_out_and_swaps(fake: FakeProvider, make_failover: Any) -> None:
+    fo = make_failover(CONFIG.model_copy(update={"attempt_timeout_s": 0.3, "max_retries": 0}))
+    fake.set_fault("openrouter", Fault.hang())
+    with httpx.Client(transport=FailoverTransport(upstreams(fake), failover=fo)) as c:
+        assert openai_stream_text(c) == "from backup"
+        assert openai_json(c).status_code == 200
+
+
+def test_slow_stream_still_succeeds(client: Any, fake: FakeProvider) -> None:
+    fake.set_fault("openrouter", Fault.slow(first_token_s=0.05, per_chunk_s=0.01))
+    assert openai_stream_text(client) == "from openrouter"
+
+
+# --- overrides --------------------------------------------------------------------------------
+def test_per_request_off_and_pin(client: Any, fake: FakeProvider) -> None:
+    fake.set_fault("openrouter", Fault.status(503))
+    body = {"model": OR, "messages": MESSAGES}
+    url = "http://swerve.invalid/v1/chat/completions"
+    r = client.post(url, json=body, headers={"x-swerve-failover": "off"})
+    assert r.status_code == 503 and fake.requests("openrouter") == 1
+    assert "x-swerve-failover" not in fake.received_headers("openrouter")[-1]
+    r = client.post(url, json=body, headers={"x-swerve-route": OR})
+    assert r.status_code == 503
+    assert fake.requests("openrouter") == 3 and fake.requests("backup") == 0  # retried, no swap
+    r = client.post(url, json=body, extensions={"swerve": {"failover": False}})
+    assert r.status_code == 503 and fake.requests("openrouter") == 4
+
+
+def test_requests_that_are_not_routes_pass_through(client: Any, fake: FakeProvider) -> None:
+    r = client.get(f"{fake.url('openrouter')}/v1/models")
+    assert r.status_code == 200
+    r = client.post(
+        f"{fake.url('backup')}/v1/chat/completions", json={"model": "other", "messages": MESSAGES}
+    )
+    assert r.status_code == 200 and fake.requests("backup") == 1
+
+
+# --- construction -------------------------------------------------------------------------------
+def test_cross_wire_swap_is_refused_when_built(fake: FakeProvider) -> None:
+    config = FallbackConfig(fallbacks={OR: AN})
+    with pytest.raises(
+        ValueError, match=rf"{OR} \(openai wire\) falls back to {AN} \(anthropic wire\)"
+    ):
+        FailoverTransport(upstreams(fake), config)
+    with pytest.raises(ValueError, match="has no Upstream"):
+        FailoverTransport(upstreams(fake), FallbackConfig(fallbacks={OR: "nowhere/model"}))
+    with pytest.raises(ValueError, match="'gpt' is not 'provider/model'"):
+        FailoverTransport({"gpt": Upstream("http://127.0.0.1:1/v1")}, config)
+    with pytest.raises(ValueError, match="wire must be"):
+        Upstream("http://127.0.0.1:1/v1", wire="grpc")  # type: ignore[arg-type]
+    assert SECRETS[0] not in repr(upstreams(fake)[OR])
+
+
+# --- bad input ------------------------------------------------------------------------------------
+def test_bad_input_gets_clear_errors(client: Any, fake: FakeProvider, make_failover: Any) -> None:
+    url = "http://swerve.invalid/v1/chat/completions"
+    r = client.post(url, content=b"{not json", headers={"content-type": "application/json"})
+    assert r.status_code == 400 and "not JSON" in r.json()["error"]["message"]
+    r = client.post(
+        url, json={"model": OR, "messages": MESSAGES}, headers={"x-swerve-route": "x/y"}
+    )
+    assert r.status_code == 400 and "'x/y' has no Upstream" in r.json()["error"]["message"]
+    fo = make_failover(FallbackConfig(max_retries=0))
+    module = type(client).__module__.partition(".")[0]
+    cls = httpx.Client if module == "httpx" else httpx2.Client
+    fake.set_reply("openrouter", Reply(text="word " * 5000))
+    with cls(transport=FailoverTransport(upstreams(fake), failover=fo, max_body_bytes=4096)) as c:
+        with pytest.raises(ResponseTooLarge, match="upstream body exceeded 4096 bytes"):
+            openai_json(c)
+        assert openai_stream_text(c) == "word " * 5000  # a stream is bounded per event
+
+    def endless_event(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(
+            200, headers={"content-type": "text/event-stream"}, content=b"data: " + b"x" * 10_000
+        )
+
+    ups = {OR: Upstream("http://upstream.invalid/v1", transport=httpx.MockTransport(endless_event))}
+    transport = FailoverTransport(ups, failover=fo, max_body_bytes=4096)
+    with httpx.Client(transport=transport) as c, pytest.raises(ResponseTooLarge, match="an SSE"):
+        openai_stream_text(c)
+
+
+def test_malformed_sse_ends_as_an_error_not_a_hang(fake: FakeProvider, make_failover: Any) -> None:
+    fo = make_failover(FallbackConfig(max_retries=0))
+
+    def garbage(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(
+            200, headers={"content-type": "text/event-stream"}, content=b"data: {oops\n\nnonsense"
+        )
+
+    ups = {OR: Upstream("http://upstream.invalid/v1", transport=httpx.MockTransport(garbage))}
+    with (
+        httpx.Client(transport=FailoverTransport(ups, failover=fo)) as c,
+        pytest.raises(httpx.RemoteProtocolError, match="without its finish event"),
+    ):
+        openai_stream_text(c)
+
+
+# --- the SDKs ---------------------------------------------------------------------------------
+def test_openai_sdk_sync_stream_and_json(fake: FakeProvider, failover: Failover) -> None:
+    transport = FailoverTransport(upstreams(fake), failover=failover)
+    sdk = openai.OpenAI(
+        base_url="http://swerve.invalid/v1", api_key="unused", max_retries=0,
+        http_client=httpx2.Client(transport=transport),
+    )  # fmt: skip
+    fake.script("openrouter", [Fault.error_before_content("openrouter", 503)] * 2)
+    stream = sdk.chat.completions.create(model=OR, messages=MESSAGES, stream=True)  # type: ignore[call-overload]
+    assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == "from backup"
+    done = sdk.chat.completions.create(model=OR, messages=MESSAGES)  # type: ignore[call-overload]
+    assert done.choices[0].message.content == "from backup"  # openrouter cooling: straight there
+    fake.set_reply("backup", Reply(text="one two three"))
+    fake.set_fault("backup", Fault.error_after(1, "openrouter", 502))
+    with pytest.raises(openai.APIError):
+        for _ in sdk.chat.completions.create(model=OR, messages=MESSAGES, stream=True):  # type: ignore[call-overload]
+            pass
+
+
+@pytest.mark.anyio
+async def test_openai_sdk_async(fake: FakeProvider, failover: Failover) -> None:
+    transport = AsyncFailoverTransport(upstreams(fake), failover=failover)
+    sdk = openai.AsyncOpenAI(
+        base_url="http://swerve.invalid/v1", api_key="unused", max_retries=0,
+        http_client=httpx2.AsyncClient(transport=transport),
+    )  # fmt: skip
+    fake.set_fault("openrouter", Fault.reset())
+    done = await sdk.chat.completions.create(model=OR, messages=MESSAGES)  # type: ignore[call-overload]
+    assert done.choices[0].message.content == "from backup"
+    stream = await sdk.chat.completions.create(model=OR, messages=MESSAGES, stream=True)  # type: ignore[call-overload]
+    assert (
+        "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+        == "from backup"
+    )
+    await sdk.close()
+
+
+def test_anthropic_sdk_sync(fake: FakeProvider, failover: Failover) -> None:
+    transport = FailoverTransport(upstreams(fake), failover=failover)
+    sdk = anthropic.Anthropic(
+        base_url="http://swerve.invalid", api_key="unused", max_retries=0,
+        http_client=httpx2.Client(transport=transport),
+    )  # fmt: skip
+    fake.set_fault("anthropic", Fault.status(529))
+    message = sdk.messages.create(model=AN, max_tokens=64, messages=MESSAGES)  # type: ignore[arg-type]
+    assert message.content[0].text == "from anthropic-backup"  # type: ignore[union-attr]
+    assert fake.received_headers("anthropic-backup")[-1]["x-api-key"] == SECRETS[1]
+    fake.set_fault("anthropic", Fault.error_before_content("anthropic"))
+    with sdk.messages.stream(model=AN, max_tokens=64, messages=MESSAGES) as stream:  # type: ignore[arg-type]
+        assert "".join(stream.text_stream) == "from anthropic-backup"
+
+
+@pytest.mark.anyio
+async def test_anthropic_sdk_async_in_stream_error_after_content(
+    fake: FakeProvider, failover: Failover, clock: FakeClock
+) -> None:
+    transport = AsyncFailoverTransport(upstreams(fake), failover=failover)
+    sdk = anthropic.AsyncAnthropic(
+        base_url="http://swerve.invalid", api_key="unused", max_retries=0,
+        http_client=httpx2.AsyncClient(transport=transport),
+    )  # fmt: skip
+    fake.set_fault("anthropic", Fault.error_before_content("anthropic"))
+    async with sdk.messages.stream(model=AN, max_tokens=64, messages=MESSAGES) as stream:  # type: ignore[arg-type]
+        assert "".join([t async for t in stream.text_stream]) == "from anthropic-backup"
+    fake.set_reply("anthropic-backup", Reply(text="one two three"))
+    fake.set_fault("anthropic-backup", Fault.error_after(1, "anthropic"))
+    with pytest.raises(anthropic.APIStatusError):  # the SDK's own overloaded error
+        async with sdk.messages.stream(model=AN, max_tokens=64, messages=MESSAGES) as stream:  # type: ignore[arg-type]
+            async for _ in stream.text_stream:
+                pass
+    assert AB in failover.health.unavailable(clock.now)
+    await sdk.close()
+
+
+# --- wire fixes through the transport ---------------------------------------------------------
+def test_empty_cached_text_block_is_fixed_on_the_wire(
+    fake: FakeProvider, failover: Failover, otel: Otel
+) -> None:
+    body = {
+        "model": AN,
+        "max_tokens": 64,
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "a long shared prefix"},
+                    {"type": "text", "text": "  ", "cache_control": {"type": "ephemeral"}},
+                ],
+            }
+        ],
+    }
+    direct = httpx.post(
+        f"{fake.url('anthropic')}/v1/messages", json={**body, "model": "claude-sonnet-5"}
+    )
+    assert (
+        direct.status_code == 400
+        and "cache_control cannot be set for empty text blocks" in direct.text
+    )
+    with httpx.Client(transport=FailoverTransport(upstreams(fake), failover=failover)) as c:
+        r = c.post("http://swerve.invalid/v1/messages", json=body)
+    assert r.status_code == 200
+    sent = fake.received("anthropic")[-1]["messages"][0]["content"]
+    assert sent == [
+        {"type": "text", "text": "a long shared prefix", "cache_control": {"type": "ephemeral"}}
+    ]
+    events = [e for s in otel.finished() for e in s.events if e.name == "swerve.cache_fix"]
+    assert events and events[0].attributes["swerve.cache_fix.blocks"] == 1
+
+
+def test_signed_reasoning_passes_through_untouched(fake: FakeProvider, failover: Failover) -> None:
+    details = [
+        {
+            "type": "reasoning.encrypted",
+            "data": "opaque==",
+            "index": 0,
+            "format": "anthropic-claude-v1",
+        }
+    ]
+    body = {
+        "model": OR,
+        "messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "earlier", "reasoning_details": details},
+            {"role": "user", "content": "again"},
+        ],
+    }
+    with httpx.Client(transport=FailoverTransport(upstreams(fake), failover=failover)) as c:
+        assert c.post("http://swerve.invalid/v1/chat/completions", json=body).status_code == 200
+    assert fake.received("openrouter")[-1]["messages"][1]["reasoning_details"] == details
+
+
+# --- secrets ----------------------------------------------------------------------------------
+def test_no_api_key_in_spans_logs_or_errors(
+    fake: FakeProvider, make_failover: Any, otel: Otel, caplog: pytest.LogCaptureFixture
+) -> None:
+    fo = make_failover(CONFIG)
+    otel.telemetry.record_messages = True
+    fake.set_fault(
+        "openrouter", Fault.status(401, body={"error": {"message": f"bad key {SECRETS[0]}"}})
+    )
+    fake.set_fault("backup", Fault.reset())
+    errors = []
+    with (
+        caplog.at_level(logging.DEBUG),
+        httpx.Client(transport=FailoverTransport(upstreams(fake), failover=fo)) as c,
+    ):
+        for attempt in range(2):
+            try:
+                openai_stream_text(c) if attempt else openai_json(c)
+            except Exception as exc:
+                errors.append(f"{exc!r} {exc} {getattr(exc, '__notes__', '')}")
+        fake.set_fault("openrouter", Fault.status(503))
+        fake.set_fault("backup", Fault.ok())
+        assert openai_json(c).status_code == 200
+    text = json.dumps(
+        [
+            [dict(s.attributes or {}), [dict(e.attributes or {}) for e in s.events]]
+            for s in otel.finished()
+        ],
+        default=str,
+    )
+    text += caplog.text + " ".join(errors)
+    for secret in SECRETS:
+        assert secret not in text
+        assert secret[8:24] not in text
