@@ -48,10 +48,57 @@ def main(argv: Sequence[str] | None = None) -> int:
     source = check.add_mutually_exclusive_group()
     source.add_argument("--env", metavar="VAR", help=f"read JSON from VAR ({DEFAULT_ENV_VAR})")
     source.add_argument("file", nargs="?", type=Path, help="a JSON config file")
+    health = sub.add_parser(
+        "health", help="probe every route of a config file with a minimal real completion"
+    )
+    health.add_argument("file", type=Path, help="JSON config with an 'upstreams' section")
+    health.add_argument("--timeout", type=float, default=20.0, help="seconds per probe")
     args = parser.parse_args(argv)
     if args.command == "demo":
         return _demo(fast=args.fast, metrics_port=args.metrics_port, hold=args.hold)
+    if args.command == "health":
+        return _health(args.file, args.timeout)
     return _config_check(args.file, args.env)
+
+
+# --- health -------------------------------------------------------------------------------------
+def _health(file: Path, timeout: float) -> int:
+    from ._probe import SKIP_ENV, load_file, probe
+
+    try:
+        data = json.loads(file.read_text())
+        config, upstreams = load_file(data, str(file))
+    except OSError as exc:
+        print(f"error: cannot read {file}: {exc.strerror}", file=sys.stderr)
+        return 2
+    except ValueError as exc:  # ConfigError, or JSON that does not parse
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if not upstreams:
+        print(f"error: {file} declares no upstreams", file=sys.stderr)
+        return 2
+    try:
+        from rich.console import Console
+        from rich.progress import Progress
+        from rich.table import Table
+    except ImportError:
+        print("swerve health needs rich: pip install 'swerve[cli]'", file=sys.stderr)
+        return 2
+    console = Console(highlight=False)
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task("probing routes", total=len(upstreams))
+        results = probe(
+            upstreams, config, timeout=timeout, on_done=lambda _: progress.advance(task)
+        )
+    table = Table("route", "status", "latency", "error")
+    for r in results:
+        colour = "green" if r.ok else "red"
+        latency = f"{r.latency_s * 1000:.0f} ms" if r.latency_s is not None else "-"
+        table.add_row(r.route, f"[{colour}]{r.status}[/]", latency, r.error)
+    console.print(table)
+    if os.environ.get(SKIP_ENV, "") not in ("", "0", "false"):
+        console.print(f"[dim]{SKIP_ENV} is set: reachability only, no completions[/]")
+    return 1 if any(not r.ok for r in results) else 0
 
 
 # --- config check -------------------------------------------------------------------------------

@@ -1,0 +1,190 @@
+"""Helpers for the end-to-end tests: a real Prometheus and a swerve workload, as subprocesses
+on 127.0.0.1, and bounded polling (no fixed sleeps that a slow machine could break)."""
+
+from __future__ import annotations
+
+import json
+import math
+import queue
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any, TypeVar
+
+import httpx
+
+T = TypeVar("T")
+WORKLOAD = Path(__file__).with_name("workload.py")
+
+
+def wait_for(what: str, check: Callable[[], T | None], timeout: float, poll: float = 0.2) -> T:
+    """Call ``check`` until it returns something truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+        time.sleep(poll)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def binary(name: str) -> str:
+    path = shutil.which(name)
+    assert path, f"{name} is not installed: ./scripts/test installs it (Debian package prometheus)"
+    return path
+
+
+class Lines:
+    """A subprocess's stdout, read by a thread so a read can time out."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._queue: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        threading.Thread(target=self._pump, args=(stream,), daemon=True).start()
+
+    def _pump(self, stream: IO[str]) -> None:
+        for line in stream:
+            self._queue.put(line.rstrip("\n"))
+        self._queue.put("")  # EOF
+
+    def expect(self, prefix: str, timeout: float = 15.0) -> str:
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                line = self._queue.get(timeout=left)
+            except queue.Empty:
+                break
+            self.seen.append(line)
+            if line.startswith(prefix):
+                return line
+            if line == "" and self._queue.empty():
+                break
+        raise AssertionError(f"no line starting {prefix!r}; output so far: {self.seen}")
+
+
+class Workload:
+    """tests/dashboards/workload.py: swerve traffic against the fake provider, metrics on HTTP."""
+
+    def __init__(self, config: Path) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, str(WORKLOAD), str(config)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={"PATH": "", "PYTHONUNBUFFERED": "1"},
+        )  # fmt: skip
+        assert self.proc.stdout is not None
+        self.lines = Lines(self.proc.stdout)
+        self.target = self.lines.expect("metrics ").split()[1]  # 127.0.0.1:PORT
+
+    def send(self, command: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(command + "\n")
+        self.proc.stdin.flush()
+        self.lines.expect(f"ok {command}")
+
+    def stop(self) -> str:
+        """Stop the workload; returns its stderr."""
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
+            try:
+                self.proc.stdin.write("quit\n")
+                self.proc.stdin.close()
+            except BrokenPipeError:
+                pass
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        return self.proc.stderr.read() if self.proc.stderr else ""
+
+
+class Prometheus:
+    """The Debian package's prometheus on 127.0.0.1, with its config and storage in ``home``."""
+
+    def __init__(self, home: Path, target: str, rules: str) -> None:
+        (home / "rules.yml").write_text(rules)
+        (home / "prometheus.yml").write_text(
+            json.dumps(  # JSON is YAML
+                {
+                    "global": {
+                        "scrape_interval": "1s",
+                        "scrape_timeout": "1s",
+                        "evaluation_interval": "1s",
+                    },
+                    "rule_files": [str(home / "rules.yml")],
+                    "scrape_configs": [
+                        {"job_name": "swerve", "static_configs": [{"targets": [target]}]}
+                    ],
+                }
+            )
+        )
+        self.log = home / "prometheus.log"
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        with self.log.open("w") as log:
+            self.proc = subprocess.Popen(
+                [
+                    binary("prometheus"),
+                    f"--config.file={home / 'prometheus.yml'}",
+                    f"--storage.tsdb.path={home / 'data'}",
+                    f"--web.listen-address=127.0.0.1:{self.port}",
+                    "--rules.alert.resend-delay=1s",
+                ],
+                stdout=log, stderr=subprocess.STDOUT, cwd=home,
+            )  # fmt: skip
+        self.client = httpx.Client(base_url=self.url, timeout=5)
+        try:
+            wait_for("Prometheus to be ready", self._ready, timeout=30)
+        except AssertionError:
+            self.stop()
+            raise AssertionError(f"Prometheus did not start:\n{self.log.read_text()}") from None
+
+    def _ready(self) -> bool:
+        if self.proc.poll() is not None:
+            raise AssertionError(f"Prometheus exited:\n{self.log.read_text()}")
+        try:
+            return self.client.get("/-/ready").status_code == 200
+        except httpx.TransportError:
+            return False
+
+    def api(self, path: str, **params: str) -> Any:
+        response = self.client.get(f"/api/v1/{path}", params=params)
+        body = response.json()
+        assert body["status"] == "success", body
+        return body["data"]
+
+    def query(self, expr: str) -> list[dict[str, Any]]:
+        """An instant query's series that hold a number (NaN, as from an empty rate, is no data)."""
+        data = self.api("query", query=expr)
+        assert data["resultType"] == "vector", data
+        return [s for s in data["result"] if not math.isnan(float(s["value"][1]))]
+
+    def alerts(self, name: str, state: str | None = None) -> list[dict[str, Any]]:
+        """Active (pending or firing) alerts called ``name``, optionally in one state."""
+        found = self.api("alerts")["alerts"]
+        return [
+            a
+            for a in found
+            if a["labels"]["alertname"] == name and (state is None or a["state"] == state)
+        ]
+
+    def stop(self) -> None:
+        self.client.close()
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()

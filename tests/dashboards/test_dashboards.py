@@ -1,0 +1,277 @@
+"""The committed dashboard and rules are what the code generates, fit Grafana 11's schema, use the
+names the OTel Prometheus exporter really produces, and pass their promtool unit tests."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.cog.plugins import register_default_plugins
+from grafana_foundation_sdk.models.dashboard import Dashboard as DashboardModel
+from opentelemetry.exporter.prometheus import PrometheusMetricReader
+from opentelemetry.sdk.metrics import MeterProvider
+from prometheus_client import CollectorRegistry, generate_latest
+
+from dashboards import HERE, PROMETHEUS_NAMES, grafana, label
+from dashboards.__main__ import main as generate
+from dashboards.__main__ import shipped_rules
+from dashboards.rules import alert_rules, chain, render
+from swerve import FallbackConfig, MemoryHealth, Telemetry
+from swerve import telemetry as names
+
+from ._prometheus import binary
+
+DASHBOARD = HERE / "swerve.json"
+ALERTS = HERE / "alerts.yml"
+ALERTS_TEST = HERE / "alerts_test.yml"
+LABELS = {
+    label(v)
+    for k, v in vars(names).items()
+    if k.isupper() and isinstance(v, str) and not k.startswith(("METRIC_", "EVENT_", "SPAN_"))
+}
+
+
+def _board() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(DASHBOARD.read_text())
+    return data
+
+
+def _targets(board: dict[str, Any]) -> list[dict[str, Any]]:
+    return [t for p in board["panels"] for t in p.get("targets", [])]
+
+
+def _rules() -> list[dict[str, Any]]:
+    return [r for g in yaml.safe_load(ALERTS.read_text())["groups"] for r in g["rules"]]
+
+
+# --- generated, committed, in sync ---------------------------------------------------------------
+def test_committed_dashboard_is_what_the_generator_produces() -> None:
+    assert DASHBOARD.read_text() == grafana.render(), "run: uv run python -m dashboards"
+
+
+def test_committed_rules_are_what_the_generator_produces() -> None:
+    assert ALERTS.read_text() == shipped_rules(), "run: uv run python -m dashboards"
+
+
+def test_generator_prints_rules_for_your_own_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps({"fallbackModelsByModel": {"a/x": ["b/y", "c/z"]}}))
+    assert generate(["--config", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "swerve_chain: a/x -> b/y -> c/z" in out
+    path.write_text('{"fallbacks": {"claude": "a/x"}}')
+    assert generate(["--config", str(path)]) == 1
+    assert "provider/model" in capsys.readouterr().err
+
+
+# --- Grafana 11.x ------------------------------------------------------------------------------
+def test_sdk_is_the_grafana_11_flavour() -> None:
+    assert version("grafana-foundation-sdk").split("!")[-1].startswith("11.")
+    assert _board()["schemaVersion"] == 41  # Grafana 11.6's dashboard schema
+
+
+def _lost(original: Any, decoded: Any, path: str = "") -> list[str]:
+    """Where ``decoded`` lost or changed something of ``original`` (defaults it adds are fine)."""
+    if isinstance(original, dict) and isinstance(decoded, dict):
+        lost = [f"{path}/{key}" for key in original if key not in decoded]
+        for key in original.keys() & decoded.keys():
+            lost += _lost(original[key], decoded[key], f"{path}/{key}")
+        return lost
+    if isinstance(original, list) and isinstance(decoded, list) and len(original) == len(decoded):
+        pairs = enumerate(zip(original, decoded, strict=True))
+        return [x for i, (a, b) in pairs for x in _lost(a, b, f"{path}[{i}]")]
+    return [] if original == decoded else [f"{path}: {original!r} became {decoded!r}"]
+
+
+def test_dashboard_decodes_with_the_sdk_models_without_losing_anything() -> None:
+    # The 11.x models drop what their schema does not know: decoding and encoding again must keep
+    # every field and value of the committed JSON (the models may add their defaults).
+    register_default_plugins()
+    decoded = json.loads(JSONEncoder().encode(DashboardModel.from_json(_board())))
+    assert _lost(_board(), decoded) == []
+    assert [p["type"] for p in decoded["panels"]] == [p["type"] for p in _board()["panels"]]
+
+
+def test_dashboard_has_the_panels_and_variables() -> None:
+    board = _board()
+    panels = {p["title"]: p for p in board["panels"] if p["type"] != "row"}
+    assert {title: p["type"] for title, p in panels.items()} == {
+        "Degraded routes": "state-timeline",
+        "Circuit breaker state": "state-timeline",
+        "Currently degraded routes": "table",
+        "Swaps per minute (from -> to, reason)": "timeseries",
+        "Retries per minute by route and error type": "timeseries",
+        "Attempt outcomes per minute by route and error type": "timeseries",
+        "Added latency from failover (p50 / p95)": "timeseries",
+        "Time to first chunk (p50 / p95)": "timeseries",
+    }
+    variables = {v["name"]: v for v in board["templating"]["list"]}
+    assert variables["datasource"]["type"] == "datasource"
+    assert variables["datasource"]["query"] == "prometheus"
+    assert variables["route"]["type"] == "query"
+    assert variables["route"]["includeAll"] and variables["route"]["multi"]
+    for panel in panels.values():
+        assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
+        assert panel["targets"], panel["title"]
+        for target in panel["targets"]:
+            assert '=~"$route"' in target["expr"], target["expr"]
+    latency = panels["Added latency from failover (p50 / p95)"]["targets"]
+    assert [t["expr"].split(",")[0] for t in latency] == [
+        "histogram_quantile(0.5",
+        "histogram_quantile(0.95",
+    ]
+    assert "swerve_call_added_latency_seconds_bucket" in latency[0]["expr"]
+    ids = [p["id"] for p in board["panels"]]
+    assert len(ids) == len(set(ids))
+
+
+def test_queries_and_rules_name_only_real_metrics_and_labels() -> None:
+    exprs = [t["expr"] for t in _targets(_board())] + [r["expr"] for r in _rules()]
+    used = set()
+    for expr in exprs:
+        for token in re.findall(r"\bswerve_\w+", expr):
+            metric = token.removesuffix("_bucket")
+            assert metric in PROMETHEUS_NAMES.values() or token in LABELS, (token, expr)
+            used.add(metric)
+    assert {
+        PROMETHEUS_NAMES[m]
+        for m in (
+            names.METRIC_ROUTE_DEGRADED,
+            names.METRIC_BREAKER_STATE,
+            names.METRIC_SWAPS,
+            names.METRIC_RETRIES,
+            names.METRIC_ATTEMPTS,
+            names.METRIC_ADDED_LATENCY,
+            names.METRIC_TIME_TO_FIRST_CHUNK,
+        )
+    } <= used
+
+
+def test_prometheus_names_are_what_the_exporter_produces() -> None:
+    # Every swerve instrument through the real exporter, into a private registry.
+    registry = CollectorRegistry()
+    provider = MeterProvider(metric_readers=[PrometheusMetricReader(registry=registry)])
+    try:
+        tel = Telemetry(meter_provider=provider)
+        health = MemoryHealth()
+        health.mark_degraded("a/x", 4e9)
+        tel.watch(health)
+        for instrument in vars(tel).values():
+            if hasattr(instrument, "observe"):  # counters, read when collected
+                instrument.add(1, {names.ROUTE: "a/x"})
+            elif hasattr(instrument, "record"):  # histograms
+                instrument.record(0.1, {names.ROUTE: "a/x"})
+        text = generate_latest(registry).decode()
+    finally:
+        provider.shutdown()
+    samples = {line.split("{")[0].split(" ")[0] for line in text.splitlines() if line[:1] != "#"}
+    families = {re.sub(r"_(bucket|count|sum)$", "", s) for s in samples if s.startswith("swerve")}
+    assert families == set(PROMETHEUS_NAMES.values())
+    assert 'swerve_route_degraded{otel_scope_name="swerve"' in text
+    assert 'swerve_route="a/x"' in text  # the attribute's label name
+
+
+# --- alert rules -------------------------------------------------------------------------------
+def test_promtool_checks_the_rules_and_runs_their_unit_tests() -> None:
+    promtool = binary("promtool")
+    check = subprocess.run(
+        [promtool, "check", "rules", ALERTS.name], cwd=HERE, capture_output=True, text=True
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert f"SUCCESS: {len(_rules())} rules found" in check.stdout
+    tests = subprocess.run(
+        [promtool, "test", "rules", ALERTS_TEST.name], cwd=HERE, capture_output=True, text=True
+    )
+    assert tests.returncode == 0, tests.stdout + tests.stderr
+    assert "SUCCESS" in tests.stdout
+
+
+def test_every_alert_has_promtool_cases_that_fire_and_that_do_not() -> None:
+    cases = [
+        c for t in yaml.safe_load(ALERTS_TEST.read_text())["tests"] for c in t["alert_rule_test"]
+    ]
+    for name in {r["alert"] for r in _rules()}:
+        mine = [c for c in cases if c["alertname"] == name]
+        assert any(c["exp_alerts"] for c in mine), f"{name}: no case where it fires"
+        assert any(not c["exp_alerts"] for c in mine), f"{name}: no case where it stays quiet"
+
+
+def test_every_alert_names_the_route() -> None:
+    for rule in _rules():
+        annotations = rule["annotations"]
+        assert set(annotations) == {"summary", "description"}
+        for text in annotations.values():
+            assert "{{ $labels.swerve_route }}" in text or rule["labels"]["swerve_route"] in text
+
+
+def test_chains_are_walked_like_the_engine_walks_them() -> None:
+    config = FallbackConfig.model_validate(
+        {"fallbacks": {"a/x": ["b/y", "c/z"], "b/y": "a/x", "d/w": "a/x"}, "max_swaps": 1}
+    )
+    assert chain(config, "a/x") == ["a/x", "b/y", "c/z"]
+    assert chain(config, "b/y") == ["b/y", "a/x"]  # a/x's own chain starts at b/y: a cycle
+    # past its own entry a walk follows each route's map entry (a list's first route)
+    assert chain(config, "d/w") == ["d/w", "a/x", "b/y"]
+    chain_rules = alert_rules(config)["groups"][1]["rules"]
+    assert [r["labels"]["swerve_chain"] for r in chain_rules] == [
+        "a/x -> b/y -> c/z",
+        "b/y -> a/x",
+        "d/w -> a/x -> b/y",
+    ]
+    off = FallbackConfig.model_validate({"fallbacks": {"a/x": "b/y"}, "max_swaps": 0})
+    assert alert_rules(off)["groups"][1]["rules"] == []  # swerve is off: no chain to lose
+
+
+SUMMARY = "every route of the swerve chain for a/x is degraded"
+DESCRIPTION = (
+    "On i, a/x, b/y and c/z are all cooling down or behind an open breaker: calls for a/x have "
+    "no healthy route left and will fail until one recovers."
+)
+
+
+def _series(metric: str, route: str, values: str) -> dict[str, str]:
+    labels = f'job="j",instance="i",swerve_route="{route}"'
+    return {"series": f"swerve_{metric}{{{labels}}}", "values": values}
+
+
+def test_a_three_route_chain_fires_only_when_all_three_are_down(tmp_path: Path) -> None:
+    config = FallbackConfig.model_validate({"fallbacks": {"a/x": ["b/y", "c/z"]}})
+    (tmp_path / "rules.yml").write_text(render(alert_rules(config), "test"))
+    fired = {
+        "exp_labels": {
+            "severity": "critical",
+            "job": "j",
+            "instance": "i",
+            "swerve_route": "a/x",
+            "swerve_chain": "a/x -> b/y -> c/z",
+        },
+        "exp_annotations": {"summary": SUMMARY, "description": DESCRIPTION},
+    }
+    case = {
+        "interval": "1m",
+        "input_series": [
+            _series("route_degraded", "a/x", "1x5"),
+            _series("route_degraded", "b/y", "1x5"),
+            _series("breaker_state", "c/z", "0 0 2 2 2 2"),  # healthy, then open from 2m
+        ],
+        "alert_rule_test": [
+            {"eval_time": "2m", "alertname": "SwerveChainDegraded", "exp_alerts": []},
+            {"eval_time": "4m", "alertname": "SwerveChainDegraded", "exp_alerts": [fired]},
+        ],
+    }
+    tests = {"rule_files": ["rules.yml"], "evaluation_interval": "1m", "tests": [case]}
+    (tmp_path / "test.yml").write_text(json.dumps(tests))
+    run = subprocess.run(
+        [binary("promtool"), "test", "rules", "test.yml"],
+        cwd=tmp_path, capture_output=True, text=True,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
