@@ -121,7 +121,7 @@ def _complete(client: httpx.Client, route: str, upstream: Upstream, timeout: flo
     headers = {ROUTE_HEADER: route, SWITCH_HEADER: "off"}
     if upstream.wire == "anthropic":
         headers["anthropic-version"] = "2023-06-01"
-    url = f"{upstream.base_url}/{'v1/messages' if upstream.wire == 'anthropic' else 'chat/completions'}"
+    url = upstream.endpoint
     start = time.monotonic()
     try:
         response = client.post(url, json=body, headers=headers)
