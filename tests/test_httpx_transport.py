@@ -434,3 +434,65 @@ def test_no_api_key_in_spans_logs_or_errors(
     for secret in SECRETS:
         assert secret not in text
         assert secret[8:24] not in text
+
+
+# --- the Anthropic wire and async plain clients ---------------------------------------------------
+def anthropic_stream_text(client: Any) -> str:
+    body = {"model": AN, "max_tokens": 64, "messages": MESSAGES, "stream": True}
+    out = []
+    with client.stream("POST", "http://swerve.invalid/v1/messages", json=body) as r:
+        assert r.status_code == 200
+        for line in r.iter_lines():
+            if line.startswith("data:"):
+                event = json.loads(line[5:])
+                assert event.get("type") != "error", event
+                if event.get("type") == "content_block_delta":
+                    out.append(event["delta"].get("text", ""))
+    return "".join(out)
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        Fault.status(529),
+        Fault.status(429, retry_after_ms=10),
+        Fault.reset(),
+        Fault.error_before_content("anthropic"),
+        Fault.drop_after(0),
+    ],
+    ids=lambda f: f.kind,
+)
+def test_anthropic_wire_faults_before_content(
+    client: Any, fake: FakeProvider, fault: Fault
+) -> None:
+    fake.set_fault("anthropic", fault)
+    assert anthropic_stream_text(client) == "from anthropic-backup"
+    body = {"model": AN, "max_tokens": 64, "messages": MESSAGES}
+    r = client.post("http://swerve.invalid/v1/messages", json=body)
+    assert r.status_code == 200 and r.json()["content"][0]["text"] == "from anthropic-backup"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("flavour", ["httpx", "httpx2"])
+async def test_async_plain_clients_stream_and_json(
+    fake: FakeProvider, failover: Failover, flavour: str
+) -> None:
+    module: Any = httpx if flavour == "httpx" else httpx2
+    transport = AsyncFailoverTransport(upstreams(fake), failover=failover)
+    fake.script("openrouter", [Fault.error_before_content("openrouter")] * 2)
+    fake.script("anthropic", [Fault.status(529)] * 2)
+    async with module.AsyncClient(transport=transport) as c:
+        body = {"model": OR, "messages": MESSAGES, "stream": True}
+        text = []
+        async with c.stream("POST", "http://swerve.invalid/v1/chat/completions", json=body) as r:
+            async for line in r.aiter_lines():
+                if line.startswith("data:") and "[DONE]" not in line:
+                    text += [
+                        ch["delta"].get("content") or "" for ch in json.loads(line[5:])["choices"]
+                    ]
+        assert "".join(text) == "from backup"
+        r = await c.post(
+            "http://swerve.invalid/v1/messages",
+            json={"model": AN, "max_tokens": 8, "messages": MESSAGES},
+        )
+        assert r.json()["content"][0]["text"] == "from anthropic-backup"
