@@ -62,3 +62,41 @@ def test_config_check_unset_env_means_passthrough(
     monkeypatch.delenv("SWERVE_FALLBACK_CONFIG", raising=False)
     assert main(["config", "check"]) == 0
     assert "passes every call straight through" in capsys.readouterr().out
+
+
+def test_demo_exports_spans_over_otlp_when_the_endpoint_is_set() -> None:
+    """A loopback OTLP/HTTP receiver gets the demo's spans (protobuf POSTs to /v1/traces)."""
+    import http.server
+    import threading
+
+    received: list[tuple[str, int]] = []
+
+    class Receiver(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            length = int(self.headers.get("content-length", 0))
+            self.rfile.read(length)
+            received.append((self.path, length))
+            self.send_response(200)
+            self.send_header("content-type", "application/x-protobuf")
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        endpoint = f"http://127.0.0.1:{server.server_address[1]}"
+        proc = subprocess.run(
+            [sys.executable, "-m", "swerve.cli", "demo", "--fast"],
+            capture_output=True, text=True, timeout=120,
+            env={"PATH": "", "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint},
+        )  # fmt: skip
+    finally:
+        server.shutdown()
+        thread.join(timeout=5)
+    assert proc.returncode == 0, proc.stderr
+    assert received and all(path == "/v1/traces" for path, _ in received)
+    assert sum(size for _, size in received) > 500
