@@ -748,6 +748,13 @@ class _StreamState(Generic[C]):
 
 
 class _StreamBase(Generic[C]):
+    """Everything a failover stream decides; the sync and async drivers only do the I/O.
+
+    Per attempt a driver calls :meth:`_begin`, hands every chunk to :meth:`_chunk` and the end
+    of the upstream to :meth:`_end` (yielding what they return), and on an exception asks
+    :meth:`_failed` for the wait before the next attempt (it raises when the error surfaces).
+    """
+
     def __init__(
         self,
         fo: Failover,
@@ -764,6 +771,8 @@ class _StreamBase(Generic[C]):
         self._mid_stream = mid_stream
         self._live = live
         self._run: _Call | None = None
+        self._state = _StreamState(spec, live)
+        self._reset: StreamReset | None = None
         self.route: Route | None = None
         """The route whose output is being (or was) delivered."""
 
@@ -776,10 +785,43 @@ class _StreamBase(Generic[C]):
             return _passthrough(self.requested, value)
         return self._run.result(value)
 
-    def _on_failure(
-        self, run: _Call, state: _StreamState[C], exc: BaseException
-    ) -> tuple[policy.Decision, StreamReset | None]:
-        """Shared by both drivers: decide after a failure; raise when the error surfaces."""
+    def _start(self) -> _Call | None:
+        """The call's state, or None when swerve is off (the driver passes straight through)."""
+        config = self._fo._active(self._pin)
+        if config is None:
+            self.route = self.requested
+            return None
+        self._run = _Call(self._fo, config, self.requested, stream=True)
+        return self._run
+
+    def _begin(self, run: _Call) -> Attempt:
+        self._state = _StreamState(self._spec, self._live)
+        return run.begin()
+
+    def _release(self, out: list[C]) -> list[C | StreamReset]:
+        """Chunks for the consumer, behind a pending reset marker if there is one."""
+        if not out:
+            return []
+        run = self._run
+        assert run is not None
+        self.route = run.current
+        if self._reset is None:
+            return list(out)
+        reset, self._reset = self._reset, None
+        return [reset, *out]
+
+    def _chunk(self, run: _Call, chunk: C, *, check: bool) -> list[C | StreamReset]:
+        if check:  # sync: a chunk that came after its limit is a timeout
+            run.check_limits(self._state.committed)
+        run.last_chunk = self._fo._monotonic()
+        return self._release(self._state.feed(chunk, run))
+
+    def _end(self) -> list[C | StreamReset]:
+        return self._release(self._state.end())
+
+    def _failed(self, run: _Call, exc: BaseException) -> float:
+        """Decide after a failure: the wait before the next attempt, or raise to surface."""
+        state = self._state
         if state.committed and (self._mid_stream == "error" or isinstance(exc, _ABORTS)):
             if isinstance(exc, _ABORTS):
                 run.failed(exc)
@@ -793,11 +835,14 @@ class _StreamBase(Generic[C]):
                 error = MidStreamError(failed_route, run.requested, failure, tuple(state.delivered))
                 raise error from exc
             raise exc
-        reset = None
         if state.committed:  # restart mode: the consumer has to drop what it got
-            reset = StreamReset(failed_route, run.current)
+            self._reset = StreamReset(failed_route, run.current)
             run.telemetry.stream_reset(run.span, str(failed_route), str(run.current))
-        return decision, reset
+        return decision.delay if isinstance(decision, Retry) else 0.0
+
+    def _succeeded(self, run: _Call) -> None:
+        run.succeeded()
+        run.finish_ok(None)
 
 
 class FailoverStream(_StreamBase[C], Iterator[C | StreamReset]):
@@ -834,18 +879,13 @@ class FailoverStream(_StreamBase[C], Iterator[C | StreamReset]):
         self.close()
 
     def _drive(self) -> Generator[C | StreamReset, None, None]:
-        fo = self._fo
-        config = fo._active(self._pin)
-        if config is None:
-            self.route = self.requested
+        run = self._start()
+        if run is None:
             yield from self._fn(Attempt(self.requested, self.requested))
             return
-        run = self._run = _Call(fo, config, self.requested, stream=True)
-        reset: StreamReset | None = None
         try:
             while True:
-                attempt = run.begin()
-                state = _StreamState(self._spec, self._live)
+                attempt = self._begin(run)
                 upstream: Iterator[C] | None = None
                 try:
                     run.admit()
@@ -856,30 +896,15 @@ class FailoverStream(_StreamBase[C], Iterator[C | StreamReset]):
                             chunk = next(upstream, _END)
                         if chunk is _END:
                             break
-                        run.check_limits(state.committed)
-                        run.last_chunk = fo._monotonic()
-                        out = state.feed(chunk, run)  # type: ignore[arg-type]
-                        if out:
-                            if reset is not None:
-                                yield reset
-                                reset = None
-                            self.route = run.current
-                            yield from out
-                    tail = state.end()
-                    if tail and reset is not None:
-                        yield reset
-                        reset = None
-                    self.route = run.current
-                    yield from tail
+                        yield from self._chunk(run, chunk, check=True)  # type: ignore[arg-type]
+                    yield from self._end()
                 except BaseException as exc:
                     _close(upstream)
-                    decision, new_reset = self._on_failure(run, state, exc)
-                    reset = new_reset or reset
-                    if isinstance(decision, Retry):
-                        fo._sleep(decision.delay)
+                    delay = self._failed(run, exc)
+                    if delay:
+                        self._fo._sleep(delay)
                     continue
-                run.succeeded()
-                run.finish_ok(None)
+                self._succeeded(run)
                 return
         except BaseException as exc:
             run.finish_error(exc)
@@ -920,55 +945,36 @@ class AsyncFailoverStream(_StreamBase[C], AsyncIterator[C | StreamReset]):
         await self.aclose()
 
     async def _drive(self) -> AsyncGenerator[C | StreamReset, None]:
-        fo = self._fo
-        config = fo._active(self._pin)
-        if config is None:
-            self.route = self.requested
+        run = self._start()
+        if run is None:
             async for chunk in self._fn(Attempt(self.requested, self.requested)):
                 yield chunk
             return
-        run = self._run = _Call(fo, config, self.requested, stream=True)
-        reset: StreamReset | None = None
         try:
             while True:
-                attempt = run.begin()
-                state = _StreamState(self._spec, self._live)
+                attempt = self._begin(run)
                 upstream: AsyncIterator[C] | None = None
                 try:
                     run.admit()
                     with run.attempt_context():
                         upstream = aiter(self._fn(attempt))
                     while True:
-                        limit, seconds = run.next_limit(state.committed)
+                        limit, seconds = run.next_limit(self._state.committed)
                         with run.attempt_context():
                             chunk = await _bounded(anext(upstream, cast(C, _END)), limit, seconds)
                         if chunk is _END:
                             break
-                        run.last_chunk = fo._monotonic()
-                        out = state.feed(chunk, run)
-                        if out:
-                            if reset is not None:
-                                yield reset
-                                reset = None
-                            self.route = run.current
-                            for item in out:
-                                yield item
-                    tail = state.end()
-                    if tail and reset is not None:
-                        yield reset
-                        reset = None
-                    self.route = run.current
-                    for item in tail:
+                        for item in self._chunk(run, chunk, check=False):
+                            yield item
+                    for item in self._end():
                         yield item
                 except BaseException as exc:
                     await _aclose(upstream)
-                    decision, new_reset = self._on_failure(run, state, exc)
-                    reset = new_reset or reset
-                    if isinstance(decision, Retry):
-                        await fo._async_sleep(decision.delay)
+                    delay = self._failed(run, exc)
+                    if delay:
+                        await self._fo._async_sleep(delay)
                     continue
-                run.succeeded()
-                run.finish_ok(None)
+                self._succeeded(run)
                 return
         except BaseException as exc:
             run.finish_error(exc)

@@ -151,20 +151,31 @@ def _finish_of(chunk: _Chunk) -> bool:
 _SPEC: StreamSpec[_Chunk] = StreamSpec(part=_part_of, is_finish=_finish_of)
 
 
-class _Replay:
-    """Keeps an attempt's events so that, if swerve gives up on it, the client gets the stream
-    exactly as the upstream sent it (up to and including its error event)."""
+class _Reader:
+    """An attempt's SSE events, kept so that, if swerve gives up on the attempt, the client
+    gets the stream exactly as the upstream sent it (up to and including its error event)."""
 
-    def __init__(self, response: Any) -> None:
+    def __init__(self, route: str, response: Any, parser: _SSEParser) -> None:
+        self.route = route
+        self.parser = parser
         self.status = response.status_code
         self.headers = _returned(response.headers)
         self.raw: list[bytes] = []
 
-    def pass_on(self, event: _Event, route: str) -> _Event:
+    def feed(self, data: bytes) -> Iterator[_Event]:
+        # One at a time: events before an error event in the same read still go out first.
+        for event in self.parser.feed(data):
+            yield self._checked(event)
+
+    def flush(self) -> Iterator[_Event]:
+        for event in self.parser.flush():
+            yield self._checked(event)
+
+    def _checked(self, event: _Event) -> _Event:
         self.raw.append(event.raw)
         if event.error is None:
             return event
-        error = InStreamError(event.error, route=route)
+        error = InStreamError(event.error, route=self.route)
         error.raw = event.raw  # type: ignore[attr-defined]
         error.replay = (self.status, self.headers, b"".join(self.raw))  # type: ignore[attr-defined]
         raise error
@@ -407,11 +418,10 @@ class _Core:
             extensions=extensions,
         )
 
-    def status_error(self, route: str, response: Any, body: bytes) -> UpstreamStatusError:
-        return UpstreamStatusError(route, response, body)
-
-    def parsed(self, route: str, response: Any, body: bytes) -> Any:
-        """A complete (non-stream) success body: an error inside it is a failure too."""
+    def complete(self, route: str, response: Any, body: bytes) -> Any:
+        """A whole (non-stream) body: an error status, or an error inside a 200, is a failure."""
+        if response.status_code >= 400:
+            raise UpstreamStatusError(route, response, body[:_ERROR_BODY_LIMIT])
         if b'"error"' in body:
             try:
                 data = json.loads(body)
@@ -423,8 +433,14 @@ class _Core:
                 raise error
         return _response(response, response.status_code, _returned(response.headers), body)
 
-    def sse(self, route: str) -> _SSEParser:
-        return _SSEParser(self.upstreams[route].wire, self.limit)
+    def whole(self, route: str, response: Any, body: bytes) -> _Event:
+        """A stream request answered with a whole body (an error, or a server ignoring
+        ``stream``): one final chunk, checked like a non-stream body."""
+        self.complete(route, response, body)
+        return _Event(body, part="other", finish=True)
+
+    def reader(self, route: str, response: Any) -> _Reader:
+        return _Reader(route, response, _SSEParser(self.upstreams[route].wire, self.limit))
 
     def inner(self, request: Any, route: str | None, cache: dict[str, Any], sync: bool) -> Any:
         upstream = self.upstreams.get(route) if route else None
@@ -525,8 +541,11 @@ def _given_up(request: Any, error: Exception) -> Any:
     raise error
 
 
-def _is_sse(response: Any) -> bool:
-    return "text/event-stream" in response.headers.get("content-type", "")
+def _is_stream(response: Any) -> bool:
+    """An SSE body to read event by event (an error status is read whole)."""
+    return response.status_code < 400 and "text/event-stream" in response.headers.get(
+        "content-type", ""
+    )
 
 
 def _events_after(error: BaseException, route: str) -> BaseException | None:
@@ -653,36 +672,27 @@ class FailoverTransport(httpx.BaseTransport):
             inner = core.inner(request, str(attempt.route), self._inner, True)
             return inner.handle_request(upstream_request)
 
-        def read(response: Any, attempt_route: str) -> bytes:
+        def body(response: Any) -> bytes:
             try:
-                body = _read_limited(response.iter_bytes(), core.limit)
+                return _read_limited(response.iter_bytes(), core.limit)
             finally:
                 response.close()
-            if response.status_code >= 400:
-                raise core.status_error(attempt_route, response, body[:_ERROR_BODY_LIMIT])
-            return body
 
         def once(attempt: Attempt) -> Any:
             response = send(attempt)
-            body = read(response, str(attempt.route))
-            return core.parsed(str(attempt.route), response, body)
+            return core.complete(str(attempt.route), response, body(response))
 
         def chunks(attempt: Attempt) -> Iterator[_Chunk]:
             response = send(attempt)
             try:
                 yield _Head(response.status_code, _returned(response.headers))
-                if response.status_code >= 400 or not _is_sse(response):
-                    body = read(response, str(attempt.route))
-                    core.parsed(str(attempt.route), response, body)
-                    yield _Event(body, part="other", finish=True)
+                if not _is_stream(response):
+                    yield core.whole(str(attempt.route), response, body(response))
                     return
-                replay = _Replay(response)
-                parser = core.sse(str(attempt.route))
+                reader = core.reader(str(attempt.route), response)
                 for data in response.iter_bytes():
-                    for event in parser.feed(data):
-                        yield replay.pass_on(event, str(attempt.route))
-                for event in parser.flush():
-                    yield replay.pass_on(event, str(attempt.route))
+                    yield from reader.feed(data)
+                yield from reader.flush()
             finally:
                 response.close()
 
@@ -749,36 +759,29 @@ class AsyncFailoverTransport(httpx.AsyncBaseTransport):
             inner = core.inner(request, str(attempt.route), self._inner, False)
             return await inner.handle_async_request(upstream_request)
 
-        async def read(response: Any, attempt_route: str) -> bytes:
+        async def body(response: Any) -> bytes:
             try:
-                body = await _aread_limited(response.aiter_bytes(), core.limit)
+                return await _aread_limited(response.aiter_bytes(), core.limit)
             finally:
                 await response.aclose()
-            if response.status_code >= 400:
-                raise core.status_error(attempt_route, response, body[:_ERROR_BODY_LIMIT])
-            return body
 
         async def once(attempt: Attempt) -> Any:
             response = await send(attempt)
-            body = await read(response, str(attempt.route))
-            return core.parsed(str(attempt.route), response, body)
+            return core.complete(str(attempt.route), response, await body(response))
 
         async def chunks(attempt: Attempt) -> AsyncIterator[_Chunk]:
             response = await send(attempt)
             try:
                 yield _Head(response.status_code, _returned(response.headers))
-                if response.status_code >= 400 or not _is_sse(response):
-                    body = await read(response, str(attempt.route))
-                    core.parsed(str(attempt.route), response, body)
-                    yield _Event(body, part="other", finish=True)
+                if not _is_stream(response):
+                    yield core.whole(str(attempt.route), response, await body(response))
                     return
-                replay = _Replay(response)
-                parser = core.sse(str(attempt.route))
+                reader = core.reader(str(attempt.route), response)
                 async for data in response.aiter_bytes():
-                    for event in parser.feed(data):
-                        yield replay.pass_on(event, str(attempt.route))
-                for event in parser.flush():
-                    yield replay.pass_on(event, str(attempt.route))
+                    for event in reader.feed(data):
+                        yield event
+                for event in reader.flush():
+                    yield event
             finally:
                 await response.aclose()
 

@@ -38,7 +38,7 @@ TIMING: dict[str, Any] = {
     "jitter": False,
     "cooldown_s": 1.5,
     "attempt_timeout_s": 5,
-    "breaker": {"window_s": 10, "min_calls": 4, "open_s": 1, "max_open_s": 2},
+    "breaker": {"window_s": 10, "min_calls": 2, "open_s": 1, "max_open_s": 2},
 }
 
 
