@@ -214,7 +214,10 @@ def test_open_breaker_sends_calls_to_the_sibling_and_a_probe_closes_it(
     assert [(e["swerve.breaker.from"], e["swerve.breaker.to"]) for _, e in transitions] == [
         ("closed", "open")
     ]
-    # Open: the call walks past the primary without a request.
+    # Open: the route counts as degraded (no cooldown here: cooldown_s=0), and the call walks
+    # past it without a request.
+    gauge = dict((tuple(a.items()), v) for a, v in otel.metrics()["swerve.route.degraded"])
+    assert gauge[(("swerve.route", P),)] == 1
     before = fake.requests("primary")
     assert str(fo.call(P, lambda a: _wire.complete(client, fake, a)).route) == F
     assert fake.requests("primary") == before
@@ -224,6 +227,8 @@ def test_open_breaker_sends_calls_to_the_sibling_and_a_probe_closes_it(
     assert [(e["swerve.breaker.to"]) for _, e in otel.events("swerve.breaker")] == [
         "open", "half_open", "closed",
     ]  # fmt: skip
+    gauge = dict((tuple(a.items()), v) for a, v in otel.metrics()["swerve.route.degraded"])
+    assert gauge[(("swerve.route", P),)] == 0
 
 
 def test_breaker_rejection_is_a_failure_that_swaps(

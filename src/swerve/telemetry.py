@@ -202,8 +202,10 @@ class Telemetry:
                 yield route.route, route.degraded_until, route.breaker.value
 
     def _observe_degraded(self, _: CallbackOptions) -> Iterable[Observation]:
+        # Degraded means what calls act on: walked past, cooling down or with its breaker open.
         return [
-            Observation(1 if until else 0, {ROUTE: route}) for route, until, _ in self._snapshots()
+            Observation(1 if until or state == "open" else 0, {ROUTE: route})
+            for route, until, state in self._snapshots()
         ]
 
     def _observe_breaker(self, _: CallbackOptions) -> Iterable[Observation]:
