@@ -1,0 +1,161 @@
+"""How swerve reads LangChain chat chunks: what counts as content, and what ends a stream."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator, Mapping
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+from langchain_core.outputs import ChatGenerationChunk, ChatResult
+
+from swerve import PartKind, StreamSpec
+from swerve.failures import IncompleteStreamError
+
+from ._errors import ProviderStreamError, translate
+
+__all__ = ["CHAT_SPEC", "checked", "achecked", "check_result", "part_of", "strict_finish"]
+
+_TEXT_BLOCKS = frozenset({"text", "text_delta", "output_text", "refusal"})
+_REASONING_BLOCKS = frozenset({"thinking", "redacted_thinking", "reasoning", "thinking_delta"})
+_TOOL_BLOCKS = frozenset(
+    {"tool_use", "tool_call", "tool_call_chunk", "input_json_delta", "server_tool_use"}
+)
+_REASONING_KWARGS = ("reasoning_content", "reasoning", "reasoning_details")
+# Providers whose LangChain integrations always report how a response ended; for them a
+# stream without that report was cut short. Others are trusted to end when they end.
+_STRICT_LLM_TYPES = frozenset({"openai-chat", "azure-openai-chat", "anthropic-chat", "openrouter-chat"})
+_FINISH_KEYS = ("finish_reason", "stop_reason")
+
+
+def part_of(chunk: ChatGenerationChunk) -> PartKind | None:
+    """The kind of output a chunk carries, or None for a role-only / empty / metadata chunk."""
+    message = chunk.message
+    if getattr(message, "tool_call_chunks", None):
+        return "tool_call"
+    content = message.content
+    if isinstance(content, str):
+        if content:
+            return "text"
+    else:
+        for block in content:
+            kind = _block_part(block)
+            if kind is not None:
+                return kind
+    kwargs = message.additional_kwargs
+    if any(kwargs.get(k) for k in _REASONING_KWARGS):
+        return "reasoning"
+    if kwargs.get("function_call") or kwargs.get("tool_calls"):
+        return "tool_call"
+    if kwargs.get("refusal"):
+        return "text"
+    return None
+
+
+def _block_part(block: object) -> PartKind | None:
+    if isinstance(block, str):
+        return "text" if block else None
+    if not isinstance(block, Mapping):
+        return None
+    kind = block.get("type")
+    if kind in _TEXT_BLOCKS:
+        text = block.get("text", block.get("refusal"))
+        return "text" if text else None
+    if kind in _REASONING_BLOCKS:
+        body = block.get("thinking") or block.get("reasoning") or block.get("data")
+        return "reasoning" if body or block.get("signature") else None
+    if kind in _TOOL_BLOCKS:
+        return "tool_call"
+    return "other" if kind else None
+
+
+CHAT_SPEC: StreamSpec[ChatGenerationChunk] = StreamSpec(part=part_of)
+"""The engine's view of chat chunks. Finish signals are checked per route (:func:`checked`)."""
+
+
+def strict_finish(llm_type: str) -> bool:
+    return llm_type in _STRICT_LLM_TYPES
+
+
+def _finish_of(metadata: Mapping[str, Any] | None) -> str | None:
+    if not metadata:
+        return None
+    for key in _FINISH_KEYS:
+        value = metadata.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def chunk_finish(chunk: ChatGenerationChunk) -> str | None:
+    return _finish_of(chunk.message.response_metadata) or _finish_of(chunk.generation_info)
+
+
+def _raise_for_finish(finish: str, route: str) -> None:
+    if finish == "error":
+        raise ProviderStreamError(
+            f"the stream of {route} ended with finish_reason 'error' (the provider failed "
+            "inside the stream; the integration did not pass its error on)"
+        )
+
+
+def checked(
+    chunks: Iterator[ChatGenerationChunk], route: str, strict: bool
+) -> Iterator[ChatGenerationChunk]:
+    """A route's chunks, with integration errors made classifiable and the end verified."""
+    finished = False
+    try:
+        for chunk in chunks:
+            finish = chunk_finish(chunk)
+            if finish is not None:
+                _raise_for_finish(finish, route)
+                finished = True
+            yield chunk
+    except Exception as exc:
+        wrapped = translate(exc)
+        if wrapped is None:
+            raise
+        raise wrapped from exc
+    finally:
+        close = getattr(chunks, "close", None)
+        if close is not None:
+            close()
+    if strict and not finished:
+        raise IncompleteStreamError(f"the stream of {route} ended without a finish reason")
+
+
+async def achecked(
+    chunks: AsyncIterator[ChatGenerationChunk], route: str, strict: bool
+) -> AsyncIterator[ChatGenerationChunk]:
+    """Async :func:`checked`."""
+    finished = False
+    try:
+        async for chunk in chunks:
+            finish = chunk_finish(chunk)
+            if finish is not None:
+                _raise_for_finish(finish, route)
+                finished = True
+            yield chunk
+    except Exception as exc:
+        wrapped = translate(exc)
+        if wrapped is None:
+            raise
+        raise wrapped from exc
+    finally:
+        aclose = getattr(chunks, "aclose", None)
+        if aclose is not None:
+            await aclose()
+    if strict and not finished:
+        raise IncompleteStreamError(f"the stream of {route} ended without a finish reason")
+
+
+def check_result(result: ChatResult, route: str, strict: bool) -> ChatResult:
+    """A non-streaming result of a strict provider must say how it ended."""
+    if not strict:
+        return result
+    for generation in result.generations:
+        message: BaseMessage = generation.message
+        finish = _finish_of(message.response_metadata) or _finish_of(generation.generation_info)
+        if finish is None:
+            raise IncompleteStreamError(f"the response of {route} has no finish reason")
+        _raise_for_finish(finish, route)
+    return result

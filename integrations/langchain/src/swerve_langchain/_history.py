@@ -1,0 +1,205 @@
+"""The conversation as the next route should receive it, on LangChain message objects.
+
+Two fixes, both pure (the input list and its messages are never modified):
+
+* :func:`fix_empty_text_cache`: for Claude targets (direct, or behind OpenRouter or another
+  OpenAI-compatible gateway) empty and whitespace-only text blocks are dropped, and a
+  ``cache_control`` marker one of them carried moves to the nearest earlier block that may
+  carry it. Anthropic rejects markers on empty blocks (and, relayed, the blocks themselves);
+  langchain-anthropic silently drops such blocks together with their marker, which loses the
+  cache breakpoint. This is the message-level twin of :func:`swerve.payloads.fix_empty_text_cache`.
+* :func:`adapt_for_target`: when the call moved to another route, Anthropic prompt-caching
+  markers are removed for targets that are neither Anthropic nor Claude (as LangChain's
+  ``ModelFallbackMiddleware`` does) and kept otherwise; signed reasoning written by another
+  provider (Anthropic ``thinking`` / ``redacted_thinking`` blocks, OpenRouter
+  ``reasoning_details``, OpenAI reasoning items) is removed from prior assistant messages, so
+  the new provider neither rejects the turn nor takes it as its own. Visible text and tool
+  calls stay.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+
+from swerve.payloads import is_claude
+
+__all__ = ["CacheFix", "Target", "adapt_for_target", "fix_empty_text_cache", "target_of"]
+
+# `_llm_type` of models that speak Anthropic's API (LangChain's ModelFallbackMiddleware list).
+ANTHROPIC_LLM_TYPES = frozenset({"anthropic-chat", "anthropic-bedrock-chat", "anthropic-chat-vertexai"})
+_REASONING_BLOCKS = frozenset({"thinking", "redacted_thinking", "reasoning"})
+_REASONING_KWARGS = ("reasoning_details", "reasoning_content", "reasoning")
+# Blocks Anthropic accepts a cache marker on, besides non-empty text.
+_MARKABLE = frozenset({"image", "image_url", "document", "file", "tool_use", "tool_result"})
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """What the history adaptation needs to know about a route's model."""
+
+    provider: str  # LangChain's provider key: "anthropic", "openai", "openrouter", ...
+    model: str
+    anthropic_api: bool  # speaks Anthropic's API (ChatAnthropic and kin)
+
+    @property
+    def claude(self) -> bool:
+        return self.anthropic_api or is_claude(self.model)
+
+
+def target_of(model: BaseChatModel) -> Target:
+    llm_type = getattr(model, "_llm_type", "")
+    name = getattr(model, "model_name", None) or getattr(model, "model", None) or ""
+    try:
+        provider = str(model._get_ls_params().get("ls_provider") or llm_type)
+    except Exception:  # a model whose ls params need call arguments
+        provider = str(llm_type)
+    return Target(provider, str(name), llm_type in ANTHROPIC_LLM_TYPES)
+
+
+@dataclass(frozen=True, slots=True)
+class CacheFix:
+    """Empty text blocks dropped and where their markers went (``messages[i].content[j]``
+    in the returned list, or ``dropped``)."""
+
+    blocks: int
+    moved_to: tuple[str, ...]
+
+
+def adapt_for_target(messages: Sequence[BaseMessage], target: Target) -> list[BaseMessage]:
+    """The history for a route the call moved to (see the module docs)."""
+    out: list[BaseMessage] = []
+    for message in messages:
+        content = message.content
+        update: dict[str, Any] = {}
+        if isinstance(message, AIMessage) and _foreign(message, target):
+            if isinstance(content, list):
+                kept = [b for b in content if not _is_reasoning(b)]
+                if len(kept) != len(content):
+                    content = kept if kept else ""
+                    update["content"] = content
+            kwargs = message.additional_kwargs
+            if any(k in kwargs for k in _REASONING_KWARGS):
+                update["additional_kwargs"] = {
+                    k: v for k, v in kwargs.items() if k not in _REASONING_KWARGS
+                }
+        if not target.claude and isinstance(content, list):
+            stripped = [_without_cache_control(b) for b in content]
+            if any(s is not b for s, b in zip(stripped, content, strict=True)):
+                update["content"] = stripped
+        if not target.claude and "cache_control" in message.additional_kwargs:
+            kwargs = update.get("additional_kwargs", message.additional_kwargs)
+            update["additional_kwargs"] = {k: v for k, v in kwargs.items() if k != "cache_control"}
+        out.append(message.model_copy(update=update) if update else message)
+    return out
+
+
+def fix_empty_text_cache(
+    messages: Sequence[BaseMessage], target: Target
+) -> tuple[list[BaseMessage], CacheFix | None]:
+    """Drop empty text blocks for Claude targets, moving their cache markers back."""
+    if not target.claude:
+        return list(messages), None
+    contents: dict[int, list[Any]] = {}  # message index -> its content, rewritten
+    touched: set[int] = set()
+    last: tuple[int, int] | None = None  # nearest earlier block that may carry a marker
+    last_marked = False
+    moved: list[tuple[int, int] | None] = []
+    dropped = 0
+    for i, message in enumerate(messages):
+        if isinstance(message.content, str):
+            if message.content.strip():  # a string becomes one text block if a marker lands
+                contents[i] = [{"type": "text", "text": message.content}]
+                last, last_marked = (i, 0), False
+            continue
+        new = contents[i] = []
+        for block in message.content:
+            if not _is_empty_text(block):
+                new.append(block)
+                if _markable(block):
+                    last, last_marked = (i, len(new) - 1), _marker(block) is not None
+                continue
+            dropped += 1
+            touched.add(i)
+            marker = _marker(block)
+            if marker is None:
+                continue
+            moved.append(last)
+            if last is not None and not last_marked:
+                li, lj = last
+                contents[li][lj] = _with_marker(contents[li][lj], marker)
+                touched.add(li)
+                last_marked = True
+    if not dropped:
+        return list(messages), None
+    out = [
+        m.model_copy(update={"content": contents[i] or ""}) if i in touched else m
+        for i, m in enumerate(messages)
+    ]
+    moved_to = tuple(
+        "dropped" if where is None else f"messages[{where[0]}].content[{where[1]}]"
+        for where in moved
+    )
+    return out, CacheFix(dropped, moved_to)
+
+
+def _foreign(message: AIMessage, target: Target) -> bool:
+    """Whether ``message`` was written by a provider other than the target's."""
+    source = message.response_metadata.get("model_provider")
+    return isinstance(source, str) and bool(source) and source != target.provider
+
+
+def _is_reasoning(block: object) -> bool:
+    return isinstance(block, dict) and block.get("type") in _REASONING_BLOCKS
+
+
+def _is_empty_text(block: object) -> bool:
+    if not isinstance(block, dict) or block.get("type") != "text":
+        return False
+    text = block.get("text")
+    return isinstance(text, str) and not text.strip()
+
+
+def _markable(block: object) -> bool:
+    if not isinstance(block, dict):
+        return False
+    kind = block.get("type")
+    if kind == "text":
+        text = block.get("text")
+        return isinstance(text, str) and bool(text.strip())
+    return kind in _MARKABLE
+
+
+def _marker(block: dict[str, Any]) -> Any:
+    if block.get("cache_control") is not None:
+        return block["cache_control"]
+    for nested in ("extras", "metadata"):
+        inner = block.get(nested)
+        if isinstance(inner, dict) and inner.get("cache_control") is not None:
+            return inner["cache_control"]
+    return None
+
+
+def _with_marker(block: Any, marker: Any) -> Any:
+    if not isinstance(block, dict) or _marker(block) is not None:
+        return block  # a marker already there absorbs the moved one
+    return {**block, "cache_control": marker}
+
+
+def _without_cache_control(block: Any) -> Any:
+    if not isinstance(block, dict):
+        return block
+    out = block
+    if "cache_control" in block:
+        out = {k: v for k, v in block.items() if k != "cache_control"}
+    for nested in ("extras", "metadata"):
+        inner = out.get(nested)
+        if isinstance(inner, dict) and "cache_control" in inner:
+            if out is block:
+                out = dict(block)
+            out[nested] = {k: v for k, v in inner.items() if k != "cache_control"}
+    return out
