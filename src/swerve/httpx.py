@@ -431,7 +431,19 @@ class _Core:
                 error = InStreamError(data, route=route)
                 error.replay = (response.status_code, _returned(response.headers), body)  # type: ignore[attr-defined]
                 raise error
+        if self.fits(response):
+            return response  # already read and within the limit: hand it on as it is
         return _response(response, response.status_code, _returned(response.headers), body)
+
+    def fits(self, response: Any) -> bool:
+        """A body whose declared, unencoded length is within the limit can be read at once."""
+        length = response.headers.get("content-length")
+        return (
+            length is not None
+            and length.isdigit()
+            and int(length) <= self.limit
+            and "content-encoding" not in response.headers
+        )
 
     def whole(self, route: str, response: Any, body: bytes) -> _Event:
         """A stream request answered with a whole body (an error, or a server ignoring
@@ -674,6 +686,8 @@ class FailoverTransport(httpx.BaseTransport):
 
         def body(response: Any) -> bytes:
             try:
+                if core.fits(response):
+                    return bytes(response.read())  # cached on the response, which is reused
                 return _read_limited(response.iter_bytes(), core.limit)
             finally:
                 response.close()
@@ -761,6 +775,8 @@ class AsyncFailoverTransport(httpx.AsyncBaseTransport):
 
         async def body(response: Any) -> bytes:
             try:
+                if core.fits(response):
+                    return bytes(await response.aread())
                 return await _aread_limited(response.aiter_bytes(), core.limit)
             finally:
                 await response.aclose()

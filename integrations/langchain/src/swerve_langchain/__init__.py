@@ -1,1 +1,42 @@
-"""swerve for LangChain."""
+"""swerve for LangChain: failover chat models, runnables and agents.
+
+* :class:`FailoverChatModel`: a ``BaseChatModel`` over several route models.
+* :func:`with_failover`: the same for any runnable (declines a swap once a tool ran).
+* :class:`FailoverMiddleware`: a ``create_agent`` middleware (needs ``swerve-langchain[agents]``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ._chat import FailoverChatModel
+from ._common import RESET_KEY, STREAM_RESET_EVENT, EffectWatcher, SwerveRetryWarning
+from ._errors import ProviderStreamError
+from ._history import adapt_for_target, fix_empty_text_cache, target_of
+from ._runnable import RunnableFailover, with_failover
+
+if TYPE_CHECKING:
+    from ._middleware import FailoverMiddleware
+
+__all__ = [
+    "RESET_KEY",
+    "STREAM_RESET_EVENT",
+    "EffectWatcher",
+    "FailoverChatModel",
+    "FailoverMiddleware",
+    "ProviderStreamError",
+    "RunnableFailover",
+    "SwerveRetryWarning",
+    "adapt_for_target",
+    "fix_empty_text_cache",
+    "target_of",
+    "with_failover",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "FailoverMiddleware":  # langchain (v1) is the optional "agents" extra
+        from ._middleware import FailoverMiddleware
+
+        return FailoverMiddleware
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

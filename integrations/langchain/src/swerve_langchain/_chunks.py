@@ -13,7 +13,7 @@ from swerve.failures import IncompleteStreamError
 
 from ._errors import ProviderStreamError, translate
 
-__all__ = ["CHAT_SPEC", "checked", "achecked", "check_result", "part_of", "strict_finish"]
+__all__ = ["CHAT_SPEC", "achecked", "check_result", "checked", "part_of", "strict_finish"]
 
 _TEXT_BLOCKS = frozenset({"text", "text_delta", "output_text", "refusal"})
 _REASONING_BLOCKS = frozenset({"thinking", "redacted_thinking", "reasoning", "thinking_delta"})
@@ -23,7 +23,9 @@ _TOOL_BLOCKS = frozenset(
 _REASONING_KWARGS = ("reasoning_content", "reasoning", "reasoning_details")
 # Providers whose LangChain integrations always report how a response ended; for them a
 # stream without that report was cut short. Others are trusted to end when they end.
-_STRICT_LLM_TYPES = frozenset({"openai-chat", "azure-openai-chat", "anthropic-chat", "openrouter-chat"})
+_STRICT_LLM_TYPES = frozenset(
+    {"openai-chat", "azure-openai-chat", "anthropic-chat", "openrouter-chat"}
+)
 _FINISH_KEYS = ("finish_reason", "stop_reason")
 
 
@@ -154,7 +156,11 @@ def check_result(result: ChatResult, route: str, strict: bool) -> ChatResult:
         return result
     for generation in result.generations:
         message: BaseMessage = generation.message
-        finish = _finish_of(message.response_metadata) or _finish_of(generation.generation_info)
+        finish = (
+            _finish_of(message.response_metadata)
+            or _finish_of(generation.generation_info)
+            or _finish_of(result.llm_output)  # ChatAnthropic reports it there
+        )
         if finish is None:
             raise IncompleteStreamError(f"the response of {route} has no finish reason")
         _raise_for_finish(finish, route)

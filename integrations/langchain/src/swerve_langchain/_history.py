@@ -31,7 +31,9 @@ from swerve.payloads import is_claude
 __all__ = ["CacheFix", "Target", "adapt_for_target", "fix_empty_text_cache", "target_of"]
 
 # `_llm_type` of models that speak Anthropic's API (LangChain's ModelFallbackMiddleware list).
-ANTHROPIC_LLM_TYPES = frozenset({"anthropic-chat", "anthropic-bedrock-chat", "anthropic-chat-vertexai"})
+ANTHROPIC_LLM_TYPES = frozenset(
+    {"anthropic-chat", "anthropic-bedrock-chat", "anthropic-chat-vertexai"}
+)
 _REASONING_BLOCKS = frozenset({"thinking", "redacted_thinking", "reasoning"})
 _REASONING_KWARGS = ("reasoning_details", "reasoning_content", "reasoning")
 # Blocks Anthropic accepts a cache marker on, besides non-empty text.
@@ -174,7 +176,9 @@ def _markable(block: object) -> bool:
     return kind in _MARKABLE
 
 
-def _marker(block: dict[str, Any]) -> Any:
+def _marker(block: Any) -> Any:
+    if not isinstance(block, dict):
+        return None
     if block.get("cache_control") is not None:
         return block["cache_control"]
     for nested in ("extras", "metadata"):

@@ -1,0 +1,207 @@
+"""Pieces the chat model, the runnable wrapper and the middleware share."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, NoReturn, TypeVar
+
+from langchain_core.callbacks import (
+    AsyncCallbackManager,
+    AsyncCallbackManagerForChainRun,
+    AsyncCallbackManagerForLLMRun,
+    BaseCallbackHandler,
+    CallbackManager,
+    CallbackManagerForChainRun,
+    CallbackManagerForLLMRun,
+)
+from langchain_core.language_models import BaseChatModel
+from langchain_core.runnables import Runnable, RunnableBinding
+
+from swerve import Attempt, AttemptRecord, Failover, FallbackConfig, HealthStore, Route, StreamReset
+
+from ._errors import unwrap
+
+__all__ = [
+    "STREAM_RESET_EVENT",
+    "EffectWatcher",
+    "SwerveRetryWarning",
+    "make_failover",
+    "reset_data",
+    "summary",
+    "surface",
+]
+
+STREAM_RESET_EVENT = "swerve.stream_reset"
+"""Name of the LangChain custom event sent when ``mid_stream="restart"`` restarts a stream
+(visible in ``astream_events`` as ``on_custom_event``): drop what the stream showed so far."""
+RESET_KEY = "swerve_stream_reset"
+"""``response_metadata`` key on the first chunk of the route a stream restarted on."""
+
+Notify = Callable[[StreamReset], None]
+ANotify = Callable[[StreamReset], Awaitable[None]]
+
+
+class SwerveRetryWarning(UserWarning):
+    """A route model retries by itself (its SDK's ``max_retries`` is not 0), which hides
+    failures from swerve and delays failover."""
+
+
+def make_failover(
+    failover: Failover | None, config: FallbackConfig | None, health: HealthStore | None
+) -> Failover:
+    if failover is not None:
+        if config is not None or health is not None:
+            raise ValueError("pass either failover or config/health, not both")
+        return failover
+    return Failover(config, health)
+
+
+def surface(exc: BaseException) -> NoReturn:
+    """Raise what the caller should see for ``exc`` (the route model's own error)."""
+    error = unwrap(exc)
+    if error is exc:
+        raise exc
+    error.__suppress_context__ = True
+    raise error
+
+
+def reset_data(reset: StreamReset, requested: Route) -> dict[str, str]:
+    return {
+        "route_from": str(reset.route),
+        "route_to": str(reset.next_route),
+        "requested": str(requested),
+    }
+
+
+def summary(
+    requested: Route, served: Route | None, attempts: tuple[AttemptRecord, ...]
+) -> dict[str, Any]:
+    """The ``swerve`` entry of ``response_metadata``."""
+    return {
+        "requested": str(requested),
+        "served": str(served or requested),
+        "retries": sum(1 for a in attempts if a.retry > 0),
+        "swaps": max((a.swap for a in attempts), default=0),
+    }
+
+
+_M = TypeVar("_M", CallbackManager, AsyncCallbackManager)
+
+
+def _of_run(cls: type[_M], run: Any) -> _M:
+    """A manager whose events reach the handlers of ``run`` (an LLM run has no children)."""
+    return cls(
+        handlers=run.handlers,
+        inheritable_handlers=run.inheritable_handlers,
+        parent_run_id=run.parent_run_id,
+        tags=run.tags,
+        inheritable_tags=run.inheritable_tags,
+        metadata=run.metadata,
+        inheritable_metadata=run.inheritable_metadata,
+    )
+
+
+def notifier(
+    run_manager: CallbackManagerForLLMRun | CallbackManagerForChainRun | None,
+    fallback: Callable[[], tuple[CallbackManager, Any] | None] | None,
+    requested: Route,
+) -> Notify:
+    """A function that sends :data:`STREAM_RESET_EVENT` to the run's callbacks."""
+
+    def notify(reset: StreamReset) -> None:
+        if run_manager is not None:
+            manager, run_id = _of_run(CallbackManager, run_manager), run_manager.run_id
+        else:
+            found = fallback() if fallback is not None else None
+            if found is None:
+                return
+            manager, run_id = found
+        manager.on_custom_event(STREAM_RESET_EVENT, reset_data(reset, requested), run_id=run_id)
+
+    return notify
+
+
+def anotifier(
+    run_manager: AsyncCallbackManagerForLLMRun | AsyncCallbackManagerForChainRun | None,
+    fallback: Callable[[], tuple[AsyncCallbackManager, Any] | None] | None,
+    requested: Route,
+) -> ANotify:
+    """Async :func:`notifier`."""
+
+    async def notify(reset: StreamReset) -> None:
+        if run_manager is not None:
+            manager, run_id = _of_run(AsyncCallbackManager, run_manager), run_manager.run_id
+        else:
+            found = fallback() if fallback is not None else None
+            if found is None:
+                return
+            manager, run_id = found
+        await manager.on_custom_event(
+            STREAM_RESET_EVENT, reset_data(reset, requested), run_id=run_id
+        )
+
+    return notify
+
+
+class EffectWatcher(BaseCallbackHandler):
+    """Watches one attempt's run tree: a tool that ran there is an effect, so the attempt's
+    failure must surface rather than run the tool again on another route."""
+
+    run_inline = True  # in async runs too, so the effect is recorded before the failure
+
+    def __init__(self, attempt: Attempt) -> None:
+        self.attempt = attempt
+        self._names: dict[Any, str] = {}
+
+    def on_tool_start(
+        self, serialized: dict[str, Any], input_str: str, *, run_id: Any, **kwargs: Any
+    ) -> None:
+        name = kwargs.get("name") or (serialized or {}).get("name") or "tool"
+        self._names[run_id] = str(name)
+
+    def on_tool_end(self, output: Any, *, run_id: Any, **kwargs: Any) -> None:
+        self.attempt.record_effect(f"tool:{self._names.pop(run_id, 'tool')}")
+
+    def on_tool_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
+        # A tool that failed may still have done part of its work: never run it twice.
+        self.attempt.record_effect(f"tool:{self._names.pop(run_id, 'tool')}")
+
+
+def resolve_chat_model(value: object, route: str) -> tuple[BaseChatModel, dict[str, Any]]:
+    """The chat model behind a route value and the call kwargs bound on it."""
+    kwargs: dict[str, Any] = {}
+    layers: list[Mapping[str, Any]] = []
+    while isinstance(value, RunnableBinding):
+        layers.append(value.kwargs)
+        value = value.bound
+    if not isinstance(value, BaseChatModel):
+        raise TypeError(
+            f"routes[{route!r}] must be a chat model (or a binding of one), got "
+            f"{type(value).__name__}; use with_failover() for other runnables"
+        )
+    for layer in reversed(layers):  # outer bindings override inner ones
+        kwargs.update(layer)
+    return value, kwargs
+
+
+def warn_retries(models: Mapping[str, Runnable[Any, Any]], stacklevel: int = 3) -> None:
+    """Warn once per wrapper when route models retry by themselves."""
+    retrying = []
+    for route, value in models.items():
+        model = value
+        while isinstance(model, RunnableBinding):
+            model = model.bound
+        if not hasattr(model, "max_retries"):
+            continue
+        retries = model.max_retries
+        if retries is None or (isinstance(retries, int) and retries != 0):
+            retrying.append(f"{route} (max_retries={retries})")
+    if retrying:
+        warnings.warn(
+            "swerve: route models retry by themselves, which hides failures from swerve and "
+            f"delays failover: {', '.join(retrying)}. Build them with max_retries=0 and let "
+            "swerve's config (max_retries, backoff) do the retrying.",
+            SwerveRetryWarning,
+            stacklevel=stacklevel,
+        )

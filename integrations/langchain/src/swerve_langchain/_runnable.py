@@ -1,0 +1,282 @@
+"""with_failover: swerve around any runnable (a chain, a subgraph, an agent step)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from typing import Any, Literal, Self
+
+from langchain_core.callbacks import AsyncCallbackManagerForChainRun, CallbackManagerForChainRun
+from langchain_core.messages import BaseMessage
+from langchain_core.outputs import ChatGenerationChunk
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableSerializable, patch_config
+from pydantic import ConfigDict, Field, PrivateAttr, model_validator
+
+from swerve import (
+    Attempt,
+    Failover,
+    FallbackConfig,
+    HealthStore,
+    PartKind,
+    Route,
+    StreamReset,
+    StreamSpec,
+)
+
+from ._chunks import part_of
+from ._common import EffectWatcher, anotifier, make_failover, notifier, surface, warn_retries
+from ._errors import translate
+
+__all__ = ["RunnableFailover", "with_failover"]
+
+Prepare = Callable[[Any, Attempt], Any]
+
+
+def _part(chunk: object) -> PartKind | None:
+    """What a runnable's chunk carries: chat chunks as the chat model reads them; any other
+    non-empty chunk is content."""
+    if isinstance(chunk, ChatGenerationChunk):
+        return part_of(chunk)
+    if isinstance(chunk, BaseMessage):
+        return part_of(ChatGenerationChunk(message=chunk))  # type: ignore[arg-type]
+    if chunk is None or chunk == "" or (isinstance(chunk, Mapping | list) and not chunk):
+        return None
+    return "other"
+
+
+_SPEC: StreamSpec[Any] = StreamSpec(part=_part)
+
+
+class RunnableFailover(RunnableSerializable[Any, Any]):
+    """Runs ``runnables[route]`` for the route each attempt is on; see :func:`with_failover`."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    runnables: dict[str, Any]
+    primary: str
+    mid_stream: Literal["error", "restart"] = "error"
+    prepare: Any = Field(default=None, exclude=True)
+    """``prepare(input, attempt)``: the input as the attempt's route should get it."""
+    config: FallbackConfig | None = Field(default=None, exclude=True)
+    health: Any = Field(default=None, exclude=True)
+    failover: Any = Field(default=None, exclude=True)
+    warn: bool = Field(default=True, exclude=True)
+
+    _failover: Failover = PrivateAttr()
+    _requested: Route = PrivateAttr()
+
+    @model_validator(mode="after")
+    def _setup(self) -> Self:
+        if self.primary not in self.runnables:
+            raise ValueError(f"primary route {self.primary!r} is not one of the runnables")
+        for name, value in self.runnables.items():
+            if not isinstance(value, Runnable):
+                raise TypeError(f"runnables[{name!r}] is a {type(value).__name__}, not a Runnable")
+        health: HealthStore | None = self.health
+        self._failover = make_failover(self.failover, self.config, health)
+        self.failover = self.config = self.health = None
+        for name in self.runnables:
+            self._failover.route(name)
+        self._requested = self._failover.route(self.primary)
+        if self.warn:
+            warn_retries(self.runnables, stacklevel=6)
+        return self
+
+    @property
+    def engine(self) -> Failover:
+        return self._failover
+
+    # -- per attempt ----------------------------------------------------------------------------
+    def _attempt_args(
+        self,
+        value: Any,
+        attempt: Attempt,
+        config: RunnableConfig,
+        run_manager: CallbackManagerForChainRun | AsyncCallbackManagerForChainRun,
+    ) -> tuple[Runnable[Any, Any], Any, RunnableConfig]:
+        runnable = self.runnables[str(attempt.route)]
+        child = run_manager.get_child(f"swerve:attempt:{attempt.number}")
+        child.add_handler(EffectWatcher(attempt), inherit=True)
+        if self.prepare is not None:
+            value = self.prepare(value, attempt)
+        return runnable, value, patch_config(config, callbacks=child)
+
+    def _run(
+        self, value: Any, run_manager: CallbackManagerForChainRun, config: RunnableConfig,
+        kwargs: dict[str, Any], attempt: Attempt,
+    ) -> Any:  # fmt: skip
+        runnable, value, cfg = self._attempt_args(value, attempt, config, run_manager)
+        try:
+            return runnable.invoke(value, cfg, **kwargs)
+        except Exception as exc:
+            wrapped = translate(exc)
+            if wrapped is None:
+                raise
+            raise wrapped from exc
+
+    async def _arun(
+        self, value: Any, run_manager: AsyncCallbackManagerForChainRun, config: RunnableConfig,
+        kwargs: dict[str, Any], attempt: Attempt,
+    ) -> Any:  # fmt: skip
+        runnable, value, cfg = self._attempt_args(value, attempt, config, run_manager)
+        try:
+            return await runnable.ainvoke(value, cfg, **kwargs)
+        except Exception as exc:
+            wrapped = translate(exc)
+            if wrapped is None:
+                raise
+            raise wrapped from exc
+
+    def _run_stream(
+        self, value: Any, run_manager: CallbackManagerForChainRun, config: RunnableConfig,
+        kwargs: dict[str, Any], attempt: Attempt,
+    ) -> Iterator[Any]:  # fmt: skip
+        runnable, value, cfg = self._attempt_args(value, attempt, config, run_manager)
+        try:
+            yield from runnable.stream(value, cfg, **kwargs)
+        except Exception as exc:
+            wrapped = translate(exc)
+            if wrapped is None:
+                raise
+            raise wrapped from exc
+
+    async def _arun_stream(
+        self, value: Any, run_manager: AsyncCallbackManagerForChainRun, config: RunnableConfig,
+        kwargs: dict[str, Any], attempt: Attempt,
+    ) -> AsyncIterator[Any]:  # fmt: skip
+        runnable, value, cfg = self._attempt_args(value, attempt, config, run_manager)
+        try:
+            async for chunk in runnable.astream(value, cfg, **kwargs):
+                yield chunk
+        except Exception as exc:
+            wrapped = translate(exc)
+            if wrapped is None:
+                raise
+            raise wrapped from exc
+
+    # -- Runnable -------------------------------------------------------------------------------
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        def call(
+            value: Any, run_manager: CallbackManagerForChainRun, config: RunnableConfig
+        ) -> Any:
+            def fn(attempt: Attempt) -> Any:
+                return self._run(value, run_manager, config, kwargs, attempt)
+
+            try:
+                return self._failover.call(self._requested, fn).value
+            except BaseException as exc:
+                surface(exc)
+
+        return self._call_with_config(call, input, config)
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        async def call(
+            value: Any, run_manager: AsyncCallbackManagerForChainRun, config: RunnableConfig
+        ) -> Any:
+            async def fn(attempt: Attempt) -> Any:
+                return await self._arun(value, run_manager, config, kwargs, attempt)
+
+            try:
+                return (await self._failover.acall(self._requested, fn)).value
+            except BaseException as exc:
+                surface(exc)
+
+        return await self._acall_with_config(call, input, config)
+
+    def stream(
+        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any | None
+    ) -> Iterator[Any]:
+        def transform(
+            inputs: Iterator[Any], run_manager: CallbackManagerForChainRun, config: RunnableConfig
+        ) -> Iterator[Any]:
+            value = _single(inputs)
+            notify = notifier(run_manager, None, self._requested)
+
+            def fn(attempt: Attempt) -> Iterator[Any]:
+                return self._run_stream(value, run_manager, config, kwargs, attempt)
+
+            stream = self._failover.stream(self._requested, fn, _SPEC, mid_stream=self.mid_stream)
+            with stream:
+                try:
+                    for item in stream:
+                        if isinstance(item, StreamReset):
+                            notify(item)
+                            continue
+                        yield item
+                except Exception as exc:
+                    surface(exc)
+
+        yield from self._transform_stream_with_config(iter([input]), transform, config)
+
+    async def astream(
+        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any | None
+    ) -> AsyncIterator[Any]:
+        async def transform(
+            inputs: AsyncIterator[Any],
+            run_manager: AsyncCallbackManagerForChainRun,
+            config: RunnableConfig,
+        ) -> AsyncIterator[Any]:
+            value = await _asingle(inputs)
+            notify = anotifier(run_manager, None, self._requested)
+
+            def fn(attempt: Attempt) -> AsyncIterator[Any]:
+                return self._arun_stream(value, run_manager, config, kwargs, attempt)
+
+            stream = self._failover.astream(self._requested, fn, _SPEC, mid_stream=self.mid_stream)
+            async with stream:
+                try:
+                    async for item in stream:
+                        if isinstance(item, StreamReset):
+                            await notify(item)
+                            continue
+                        yield item
+                except Exception as exc:
+                    surface(exc)
+
+        async def one() -> AsyncIterator[Any]:
+            yield input
+
+        async for chunk in self._atransform_stream_with_config(one(), transform, config):
+            yield chunk
+
+
+def _single(inputs: Iterator[Any]) -> Any:
+    value = _NONE = object()
+    for item in inputs:
+        value = item if value is _NONE else value + item
+    return value
+
+
+async def _asingle(inputs: AsyncIterator[Any]) -> Any:
+    value = _NONE = object()
+    async for item in inputs:
+        value = item if value is _NONE else value + item
+    return value
+
+
+def with_failover(
+    runnables: Mapping[str, Runnable[Any, Any]],
+    primary: str,
+    config: FallbackConfig | None = None,
+    health: HealthStore | None = None,
+    *,
+    failover: Failover | None = None,
+    mid_stream: Literal["error", "restart"] = "error",
+    prepare: Prepare | None = None,
+) -> RunnableFailover:
+    """Fail over between runnables, one per route.
+
+    Each attempt runs ``runnables[route]`` with the call's input (through ``prepare`` when
+    given) as a child run. If a tool ran inside a failed attempt (LangChain's callbacks saw a
+    tool run end in its run tree), the attempt recorded an effect: swerve does not retry or
+    swap, and the error surfaces, because running the step again would repeat the tool.
+    Tool calls that were only streamed are no effect.
+    """
+    return RunnableFailover(
+        runnables=dict(runnables),
+        primary=primary,
+        config=config,
+        health=health,
+        failover=failover,
+        mid_stream=mid_stream,
+        prepare=prepare,
+    )
