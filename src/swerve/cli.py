@@ -404,10 +404,15 @@ def _print_trace(console: Console, spans: Sequence[Any]) -> None:
         route = (span.attributes or {}).get("swerve.route")
         where = f" on {route}" if route else ""
         node = tree.add(f"[bold]{span.name}[/]{where} {ms:.0f} ms{status}")
-        for event in span.events:
-            node.add(f"[dim]{_describe_event(event.name, dict(event.attributes or {}))}[/]")
-        for child in sorted(children.get(span.context.span_id, []), key=lambda s: s.start_time):
-            add(node, child)
+        # Attempts and decisions in the order they happened.
+        items = [(e.timestamp, 1, e) for e in span.events]
+        items += [(c.end_time, 0, c) for c in children.get(span.context.span_id, [])]
+        for _, is_event, item in sorted(items, key=lambda i: (i[0], i[1])):
+            if is_event:
+                attrs = dict(item.attributes or {})
+                node.add(f"[dim]{_describe_event(item.name, attrs)}[/]")
+            else:
+                add(node, item)
 
     root = Tree("spans")
     for span in sorted(children.get(None, []), key=lambda s: s.start_time):

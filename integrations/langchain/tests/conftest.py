@@ -1,0 +1,84 @@
+"""Fixtures for the LangChain adapter's tests: the fake provider, real route models pointed
+at it, a real OTel SDK with in-memory exporters, and an injected clock (no real sleeping)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from lc_support import P, F, FakeClock, Otel, chat_anthropic, chat_openai, seed_config
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from swerve import Failover, FallbackConfig, MemoryHealth, Telemetry
+from swerve.testing import FakeProvider, Reply
+from swerve_langchain import FailoverChatModel
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeProvider]:
+    with FakeProvider() as server:
+        server.set_reply("primary", Reply(text="from primary"))
+        server.set_reply("fallback", Reply(text="from fallback", usage=(7, 3)))
+        yield server
+
+
+@pytest.fixture
+def otel() -> Iterator[Otel]:
+    exporter = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+    reader = InMemoryMetricReader()
+    meter_provider = MeterProvider(metric_readers=[reader])
+    yield Otel(exporter, reader, Telemetry(tracer_provider, meter_provider), tracer_provider)
+    meter_provider.shutdown()
+    tracer_provider.shutdown()
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def health() -> MemoryHealth:
+    return MemoryHealth()
+
+
+@pytest.fixture
+def make_failover(
+    otel: Otel, clock: FakeClock, health: MemoryHealth
+) -> Callable[..., Failover]:
+    def make(config: FallbackConfig | None = None, **kwargs: Any) -> Failover:
+        params: dict[str, Any] = {
+            "health": health,
+            "telemetry": otel.telemetry,
+            "clock": clock.time,
+            "monotonic": clock.monotonic,
+            "sleep": clock.sleep,
+            "async_sleep": clock.async_sleep,
+            "random": lambda: 1.0,
+        }
+        params.update(kwargs)
+        return Failover(config if config is not None else seed_config(), **params)
+
+    return make
+
+
+@pytest.fixture
+def model(fake: FakeProvider, make_failover: Callable[..., Failover]) -> FailoverChatModel:
+    """ChatOpenAI on the primary route, ChatAnthropic on the fallback; the seed's config."""
+    return FailoverChatModel(
+        routes={P: chat_openai(fake, "primary"), F: chat_anthropic(fake, "fallback")},
+        primary=P,
+        failover=make_failover(seed_config(max_retries=1)),
+    )
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
