@@ -33,6 +33,7 @@ PROMETHEUS_NAMES: Final = {
     _t.METRIC_BREAKER_TRANSITIONS: "swerve_breaker_transitions_total",
     _t.METRIC_PARTIAL_DISCARDS: "swerve_partial_discards_total",
     _t.METRIC_CACHE_FIXES: "swerve_cache_fixes_total",
+    _t.METRIC_DOWNGRADES: "swerve_downgrades_total",
     _t.METRIC_ROUTE_DEGRADED: "swerve_route_degraded",
     _t.METRIC_BREAKER_STATE: "swerve_breaker_state",
     _t.METRIC_CALL_DURATION: "swerve_call_duration_seconds",

@@ -496,3 +496,38 @@ async def test_async_plain_clients_stream_and_json(
             json={"model": AN, "max_tokens": 8, "messages": MESSAGES},
         )
         assert r.json()["content"][0]["text"] == "from anthropic-backup"
+
+
+def test_swap_to_another_provider_downgrades_the_body(
+    fake: FakeProvider, make_failover: Any, otel: Otel
+) -> None:
+    gpt = "openai/gpt-5"
+    ups = {**upstreams(fake), gpt: Upstream(f"{fake.url('openai')}/v1", api_key=SECRETS[1])}
+    fo = make_failover(FallbackConfig(fallbacks={OR: gpt}, max_retries=0))
+    details = [{"type": "reasoning.encrypted", "data": "opaque==", "index": 0}]
+    body = {
+        "model": OR,
+        "messages": [
+            {"role": "system", "content": [
+                {"type": "text", "text": "rules", "cache_control": {"type": "ephemeral"}}]},
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "earlier", "reasoning_details": details},
+            {"role": "user", "content": "again"},
+        ],
+    }  # fmt: skip
+    fake.set_fault("openrouter", Fault.status(503))
+    with httpx.Client(transport=FailoverTransport(ups, failover=fo)) as c:
+        assert c.post("http://swerve.invalid/v1/chat/completions", json=body).status_code == 200
+    # Claude behind OpenRouter got the markers and the signed reasoning ...
+    first = fake.received("openrouter")[-1]["messages"]
+    assert first[0]["content"][0]["cache_control"] == {"type": "ephemeral"}
+    assert first[2]["reasoning_details"] == details
+    # ... the non-Claude target got neither, and that was reported.
+    sent = fake.received("openai")[-1]["messages"]
+    assert "cache_control" not in sent[0]["content"][0]
+    assert "reasoning_details" not in sent[2] and sent[2]["content"] == "earlier"
+    (event,) = [e for s in otel.finished() for e in s.events if e.name == "swerve.downgrade"]
+    assert event.attributes is not None and event.attributes["swerve.route"] == gpt
+    removed = list(event.attributes["swerve.downgrade.removed"])  # type: ignore[arg-type]
+    assert any("cache_control" in r for r in removed)
+    assert any("reasoning_details" in r for r in removed)

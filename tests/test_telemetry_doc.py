@@ -49,6 +49,16 @@ ATTRIBUTE_CONSTANTS = {
 }
 
 
+def test_doc_prometheus_names_are_the_exporters() -> None:
+    from dashboards import PROMETHEUS_NAMES  # checked against the real exporter there
+
+    documented = {
+        re.findall(r"`([^`]+)`", row[0])[0]: re.findall(r"`([^`]+)`", row[4])[0]
+        for row in _table("Metrics")
+    }
+    assert documented == PROMETHEUS_NAMES
+
+
 def test_doc_lists_exactly_the_names_in_the_code() -> None:
     assert _first("Events") == _constants("EVENT_")
     assert _first("Metrics") == _constants("METRIC_")
@@ -106,6 +116,7 @@ def emitted() -> Iterator[dict[str, Any]]:
         # The empty-text cache fix is reported by the payload fixer; here, straight from the API.
         with telemetry.tracer.start_as_current_span("outer"):
             telemetry.cache_fix(P, 1, ["messages[0].content[0]"])
+            telemetry.downgrade(F, ["messages[1].reasoning_details"])
     spans = [s for s in exporter.get_finished_spans() if s.name != "outer"]
     outer = [s for s in exporter.get_finished_spans() if s.name == "outer"]
     metrics: dict[str, tuple[str, set[str]]] = {}

@@ -391,7 +391,9 @@ class _Core:
         body["model"] = upstream.model or attempt.route.model
         target = body["model"]
         if route != plan.route:
-            body, _ = payloads.adapt_for_target(body, upstream.wire, target_model=target)
+            body, downgrade = payloads.adapt_for_target(body, upstream.wire, target_model=target)
+            if downgrade is not None:
+                self.failover.telemetry.downgrade(route, downgrade.removed)
         body, fix = payloads.fix_empty_text_cache(body, upstream.wire)
         if fix is not None:
             self.failover.telemetry.cache_fix(route, fix.blocks, fix.moved_to)

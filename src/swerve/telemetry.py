@@ -70,6 +70,7 @@ DISCARDED_TOOL_CALL: Final = "swerve.discarded.tool_call"
 DISCARDED_OTHER: Final = "swerve.discarded.other"
 CACHE_FIX_BLOCKS: Final = "swerve.cache_fix.blocks"
 CACHE_FIX_MOVED_TO: Final = "swerve.cache_fix.moved_to"
+DOWNGRADE_REMOVED: Final = "swerve.downgrade.removed"
 
 DISCARDED_BY_PART: Final = {
     "text": DISCARDED_TEXT,
@@ -92,6 +93,7 @@ EVENT_BREAKER: Final = "swerve.breaker"
 EVENT_PARTIAL_DISCARDED: Final = "swerve.partial_discarded"
 EVENT_STREAM_RESET: Final = "swerve.stream_reset"
 EVENT_CACHE_FIX: Final = "swerve.cache_fix"
+EVENT_DOWNGRADE: Final = "swerve.downgrade"
 
 # --- metrics ---------------------------------------------------------------------------------
 METRIC_ATTEMPTS: Final = "swerve.attempts"
@@ -103,6 +105,7 @@ METRIC_ROUTE_SKIPS: Final = "swerve.route_skips"
 METRIC_BREAKER_TRANSITIONS: Final = "swerve.breaker.transitions"
 METRIC_PARTIAL_DISCARDS: Final = "swerve.partial_discards"
 METRIC_CACHE_FIXES: Final = "swerve.cache_fixes"
+METRIC_DOWNGRADES: Final = "swerve.downgrades"
 METRIC_ROUTE_DEGRADED: Final = "swerve.route.degraded"
 METRIC_BREAKER_STATE: Final = "swerve.breaker.state"
 METRIC_CALL_DURATION: Final = "swerve.call.duration"
@@ -169,6 +172,11 @@ class Telemetry:
         )
         self.cache_fixes = counter(
             METRIC_CACHE_FIXES, "{fix}", "Request bodies whose empty-text cache markers were moved"
+        )
+        self.downgrades = counter(
+            METRIC_DOWNGRADES,
+            "{downgrade}",
+            "Request bodies adapted for another provider on a swap",
         )
         self.call_duration = histogram(
             METRIC_CALL_DURATION, "Logical call duration, waits included"
@@ -348,6 +356,13 @@ class Telemetry:
             EVENT_CACHE_FIX, {ROUTE: route, CACHE_FIX_BLOCKS: blocks, CACHE_FIX_MOVED_TO: moved_to}
         )
         self.cache_fixes.add(1, {ROUTE: route})
+
+    def downgrade(self, route: str, removed: Sequence[str]) -> None:
+        """Fields another provider's target does not accept were removed from a swapped body."""
+        trace.get_current_span().add_event(
+            EVENT_DOWNGRADE, {ROUTE: route, DOWNGRADE_REMOVED: removed}
+        )
+        self.downgrades.add(1, {ROUTE: route})
 
 
 class _Counts:
