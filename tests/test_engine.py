@@ -555,3 +555,17 @@ def test_concurrent_sync_calls_share_health(
         t.join(timeout=10)
     assert results == [F] * 8
     assert P in health.unavailable(clock.now)
+
+
+def test_pinned_call_neither_walks_nor_swaps(
+    make_failover: Any, fake: FakeProvider, client: httpx.Client, clock: FakeClock,
+    health: MemoryHealth,
+) -> None:  # fmt: skip
+    fo = make_failover(seed_config(max_retries=1))
+    health.mark_degraded(P, clock.now + 60)  # a normal call would start on the fallback
+    assert str(fo.call(P, lambda a: _wire.complete(client, fake, a), pin=True).route) == P
+    fake.set_fault("primary", Fault.status(503))
+    with pytest.raises(httpx.HTTPStatusError):
+        fo.call(P, lambda a: _wire.complete(client, fake, a), pin=True)
+    assert fake.requests("primary") == 3 and fake.requests("fallback") == 0  # 1 + 1 retry, no swap
+    assert str(fo.call(P, lambda a: _wire.complete(client, fake, a)).route) == F  # unpinned swaps
