@@ -3,28 +3,43 @@ at it, a real OTel SDK with in-memory exporters, and an injected clock (no real 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
-from lc_support import P, F, FakeClock, Otel, chat_anthropic, chat_openai, seed_config
+from lc_support import F, FakeClock, Otel, P, chat_anthropic, chat_openai, seed_config
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from swerve_langchain import FailoverChatModel
 
 from swerve import Failover, FallbackConfig, MemoryHealth, Telemetry
-from swerve.testing import FakeProvider, Reply
-from swerve_langchain import FailoverChatModel
+from swerve.testing import FakeProvider, Fault, Reply
+
+
+@pytest.fixture(scope="session")
+def fake_server() -> Iterator[FakeProvider]:
+    """One fake provider for the session: one port, so the HTTP clients LangChain caches per
+    base URL stay valid from test to test (a recycled port would hand a new test a cached
+    client of an old one)."""
+    with FakeProvider() as server:
+        yield server
 
 
 @pytest.fixture
-def fake() -> Iterator[FakeProvider]:
-    with FakeProvider() as server:
-        server.set_reply("primary", Reply(text="from primary"))
-        server.set_reply("fallback", Reply(text="from fallback", usage=(7, 3)))
-        yield server
+def fake(fake_server: FakeProvider) -> Iterator[FakeProvider]:
+    for provider in ("primary", "fallback"):
+        fake_server.script(provider, [])
+        fake_server.set_fault(provider, Fault.ok())
+    fake_server.set_reply("primary", Reply(text="from primary"))
+    fake_server.set_reply("fallback", Reply(text="from fallback", usage=(7, 3)))
+    fake_server.reset_counts()
+    yield fake_server
+    for provider in ("primary", "fallback", "stall"):  # release what a test left hanging
+        fake_server.script(provider, [])
+        fake_server.set_fault(provider, Fault.ok())
 
 
 @pytest.fixture
@@ -50,9 +65,7 @@ def health() -> MemoryHealth:
 
 
 @pytest.fixture
-def make_failover(
-    otel: Otel, clock: FakeClock, health: MemoryHealth
-) -> Callable[..., Failover]:
+def make_failover(otel: Otel, clock: FakeClock, health: MemoryHealth) -> Callable[..., Failover]:
     def make(config: FallbackConfig | None = None, **kwargs: Any) -> Failover:
         params: dict[str, Any] = {
             "health": health,
@@ -79,6 +92,13 @@ def model(fake: FakeProvider, make_failover: Callable[..., Failover]) -> Failove
     )
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(scope="session", autouse=True)
+async def _one_event_loop(anyio_backend: str) -> AsyncIterator[None]:
+    """Keep one event loop for the whole session: LangChain caches async HTTP clients per
+    base URL, and a client's connections belong to the loop that opened them."""
+    return

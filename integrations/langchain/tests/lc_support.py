@@ -26,7 +26,7 @@ OPENAI_FALLBACK = "fallback/fake-model-large"
 
 def seed_config(**kw: Any) -> FallbackConfig:
     params: dict[str, Any] = {
-        "fallbacks": {P: F, F: P, OPENAI_FALLBACK: P, P + "-or": F},
+        "fallbacks": {P: F, F: P},
         "jitter": False,
         "cooldown_s": 60,
         "max_retries": 0,
@@ -35,7 +35,9 @@ def seed_config(**kw: Any) -> FallbackConfig:
     return FallbackConfig(**params)
 
 
-def chat_openai(fake: FakeProvider, provider: str, model: str = "fake-model", **kw: Any) -> ChatOpenAI:
+def chat_openai(
+    fake: FakeProvider, provider: str, model: str = "fake-model", **kw: Any
+) -> ChatOpenAI:
     return ChatOpenAI(
         base_url=f"{fake.url(provider)}/v1", api_key="test", model=model, max_retries=0, **kw
     )
@@ -44,7 +46,9 @@ def chat_openai(fake: FakeProvider, provider: str, model: str = "fake-model", **
 def chat_anthropic(
     fake: FakeProvider, provider: str, model: str = "claude-fake", **kw: Any
 ) -> ChatAnthropic:
-    return ChatAnthropic(base_url=fake.url(provider), api_key="test", model=model, max_retries=0, **kw)
+    return ChatAnthropic(
+        base_url=fake.url(provider), api_key="test", model=model, max_retries=0, **kw
+    )
 
 
 class _Fingerprint(httpx.BaseTransport):
@@ -56,7 +60,7 @@ class _Fingerprint(httpx.BaseTransport):
         self._inner = httpx.HTTPTransport()
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        return _fingerprinted(self._inner.handle_request(request))
+        return _fingerprinted(self._inner.handle_request(request), request)
 
     def close(self) -> None:
         self._inner.close()
@@ -70,13 +74,13 @@ class _AsyncFingerprint(httpx.AsyncBaseTransport):
         response = await self._inner.handle_async_request(request)
         if response.headers.get("content-type", "").startswith("application/json"):
             await response.aread()
-        return _fingerprinted(response)
+        return _fingerprinted(response, request)
 
     async def aclose(self) -> None:
         await self._inner.aclose()
 
 
-def _fingerprinted(response: httpx.Response) -> httpx.Response:
+def _fingerprinted(response: httpx.Response, request: httpx.Request) -> httpx.Response:
     import json
 
     if response.status_code != 200 or not response.headers.get("content-type", "").startswith(
@@ -87,7 +91,7 @@ def _fingerprinted(response: httpx.Response) -> httpx.Response:
     if "choices" in body and "system_fingerprint" not in body:
         body["system_fingerprint"] = None
     headers = {k: v for k, v in response.headers.items() if k.lower() != "content-length"}
-    return httpx.Response(200, headers=headers, json=body, request=response.request)
+    return httpx.Response(200, headers=headers, json=body, request=request)
 
 
 def chat_openrouter(

@@ -277,11 +277,14 @@ class FailoverChatModel(BaseChatModel):
     # -- per attempt (shared by every path) -----------------------------------------------------
     def _messages_for(self, attempt: Attempt, messages: list[BaseMessage]) -> list[BaseMessage]:
         rm = self._resolved[str(attempt.route)]
+        telemetry = self._failover.telemetry
         if attempt.route != attempt.requested:  # the call moved: rebuild history for the target
-            messages = _history.adapt_for_target(messages, rm.target)
+            messages, removed = _history.adapt_for_target(messages, rm.target)
+            if removed:
+                telemetry.downgrade(str(attempt.route), removed)
         messages, fix = _history.fix_empty_text_cache(messages, rm.target)
         if fix is not None:
-            self._failover.telemetry.cache_fix(str(attempt.route), fix.blocks, fix.moved_to)
+            telemetry.cache_fix(str(attempt.route), fix.blocks, fix.moved_to)
         return messages
 
     def _prepare(
@@ -331,7 +334,7 @@ class FailoverChatModel(BaseChatModel):
         if rm.streams:
             chunks = rm.model._stream(msgs, stop=stop, **call)
         else:
-            chunks = iter(_as_chunks(rm.model._generate(msgs, stop=stop, **call)))
+            chunks = _sync_chunks(rm.model, msgs, stop, call)
         return checked(chunks, str(rm.route), rm.strict)
 
     def _aattempt_stream(
@@ -580,28 +583,29 @@ def _as_chunks(result: ChatResult) -> list[ChatGenerationChunk]:
     out = []
     for generation in result.generations:
         message = generation.message
+        ai = message if isinstance(message, AIMessage) else None
         chunk = AIMessageChunk(
             content=message.content,
             additional_kwargs=message.additional_kwargs,
             response_metadata=message.response_metadata,
+            usage_metadata=ai.usage_metadata if ai else None,
             id=message.id,
+            tool_call_chunks=[
+                tool_call_chunk(
+                    name=call["name"], args=json.dumps(call["args"]), id=call["id"], index=i
+                )
+                for i, call in enumerate(ai.tool_calls if ai else [])
+            ],
         )
-        if isinstance(message, AIMessage):
-            chunk = AIMessageChunk(
-                content=message.content,
-                additional_kwargs=message.additional_kwargs,
-                response_metadata=message.response_metadata,
-                usage_metadata=message.usage_metadata,
-                id=message.id,
-                tool_call_chunks=[
-                    tool_call_chunk(
-                        name=call["name"], args=json.dumps(call["args"]), id=call["id"], index=i
-                    )
-                    for i, call in enumerate(message.tool_calls)
-                ],
-            )
         out.append(ChatGenerationChunk(message=chunk, generation_info=generation.generation_info))
     return out
+
+
+def _sync_chunks(
+    model: BaseChatModel, messages: list[BaseMessage], stop: list[str] | None, call: dict[str, Any]
+) -> Iterator[ChatGenerationChunk]:
+    """A route that does not stream, called when the engine first reads it."""
+    yield from _as_chunks(model._generate(messages, stop=stop, **call))
 
 
 async def _aas_chunks(result: Any) -> AsyncIterator[ChatGenerationChunk]:

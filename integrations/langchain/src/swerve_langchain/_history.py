@@ -72,32 +72,49 @@ class CacheFix:
     moved_to: tuple[str, ...]
 
 
-def adapt_for_target(messages: Sequence[BaseMessage], target: Target) -> list[BaseMessage]:
-    """The history for a route the call moved to (see the module docs)."""
+def adapt_for_target(
+    messages: Sequence[BaseMessage], target: Target
+) -> tuple[list[BaseMessage], tuple[str, ...]]:
+    """The history for a route the call moved to (see the module docs), and what was removed
+    (``messages[2].content[0]``, ``messages[1].content[0].cache_control``,
+    ``messages[3].additional_kwargs.reasoning_details``, ...)."""
     out: list[BaseMessage] = []
-    for message in messages:
+    removed: list[str] = []
+    for i, message in enumerate(messages):
+        here = f"messages[{i}]"
         content = message.content
+        kwargs = message.additional_kwargs
         update: dict[str, Any] = {}
         if isinstance(message, AIMessage) and _foreign(message, target):
             if isinstance(content, list):
-                kept = [b for b in content if not _is_reasoning(b)]
-                if len(kept) != len(content):
-                    content = kept if kept else ""
-                    update["content"] = content
-            kwargs = message.additional_kwargs
+                gone = [j for j, b in enumerate(content) if _is_reasoning(b)]
+                if gone:
+                    removed += [f"{here}.content[{j}]" for j in gone]
+                    kept = [b for b in content if not _is_reasoning(b)]
+                    content = update["content"] = kept if kept else ""
             if any(k in kwargs for k in _REASONING_KWARGS):
-                update["additional_kwargs"] = {
+                removed += [
+                    f"{here}.additional_kwargs.{k}" for k in _REASONING_KWARGS if k in kwargs
+                ]
+                kwargs = update["additional_kwargs"] = {
                     k: v for k, v in kwargs.items() if k not in _REASONING_KWARGS
                 }
-        if not target.claude and isinstance(content, list):
-            stripped = [_without_cache_control(b) for b in content]
-            if any(s is not b for s, b in zip(stripped, content, strict=True)):
-                update["content"] = stripped
-        if not target.claude and "cache_control" in message.additional_kwargs:
-            kwargs = update.get("additional_kwargs", message.additional_kwargs)
-            update["additional_kwargs"] = {k: v for k, v in kwargs.items() if k != "cache_control"}
+        if not target.claude:
+            if isinstance(content, list):
+                stripped = [_without_cache_control(b) for b in content]
+                changed = [
+                    j for j, (a, b) in enumerate(zip(stripped, content, strict=True)) if a is not b
+                ]
+                if changed:
+                    removed += [f"{here}.content[{j}].cache_control" for j in changed]
+                    update["content"] = stripped
+            if "cache_control" in kwargs:
+                removed.append(f"{here}.additional_kwargs.cache_control")
+                update["additional_kwargs"] = {
+                    k: v for k, v in kwargs.items() if k != "cache_control"
+                }
         out.append(message.model_copy(update=update) if update else message)
-    return out
+    return out, tuple(removed)
 
 
 def fix_empty_text_cache(
