@@ -10,9 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._chat import FailoverChatModel
-from ._common import RESET_KEY, STREAM_RESET_EVENT, EffectWatcher, SwerveRetryWarning
+from ._common import RESET_KEY, STREAM_RESET_EVENT, SwerveRetryWarning
 from ._errors import ProviderStreamError
-from ._history import adapt_for_target, fix_empty_text_cache, target_of
 from ._runnable import RunnableFailover, with_failover
 
 if TYPE_CHECKING:
@@ -21,15 +20,11 @@ if TYPE_CHECKING:
 __all__ = [
     "RESET_KEY",
     "STREAM_RESET_EVENT",
-    "EffectWatcher",
     "FailoverChatModel",
     "FailoverMiddleware",
     "ProviderStreamError",
     "RunnableFailover",
     "SwerveRetryWarning",
-    "adapt_for_target",
-    "fix_empty_text_cache",
-    "target_of",
     "with_failover",
 ]
 
