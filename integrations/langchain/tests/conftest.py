@@ -7,16 +7,11 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
-from lc_support import F, FakeClock, Otel, P, chat_anthropic, chat_openai, seed_config
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from lc_support import F, Otel, P, chat_anthropic, chat_openai, seed_config
 from swerve_langchain import FailoverChatModel
 
-from swerve import Failover, FallbackConfig, MemoryHealth, Telemetry
-from swerve.testing import FakeProvider, Fault, Reply
+from swerve import Failover, FallbackConfig, MemoryHealth
+from swerve.testing import FakeClock, FakeProvider, Fault, Reply
 
 
 @pytest.fixture(scope="session")
@@ -44,14 +39,9 @@ def fake(fake_server: FakeProvider) -> Iterator[FakeProvider]:
 
 @pytest.fixture
 def otel() -> Iterator[Otel]:
-    exporter = InMemorySpanExporter()
-    tracer_provider = TracerProvider()
-    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
-    reader = InMemoryMetricReader()
-    meter_provider = MeterProvider(metric_readers=[reader])
-    yield Otel(exporter, reader, Telemetry(tracer_provider, meter_provider), tracer_provider)
-    meter_provider.shutdown()
-    tracer_provider.shutdown()
+    recorder = Otel()
+    yield recorder
+    recorder.shutdown()
 
 
 @pytest.fixture
@@ -70,11 +60,8 @@ def make_failover(otel: Otel, clock: FakeClock, health: MemoryHealth) -> Callabl
         params: dict[str, Any] = {
             "health": health,
             "telemetry": otel.telemetry,
-            "clock": clock.time,
-            "monotonic": clock.monotonic,
-            "sleep": clock.sleep,
-            "async_sleep": clock.async_sleep,
             "random": lambda: 1.0,
+            **clock.failover_kwargs(),
         }
         params.update(kwargs)
         return Failover(config if config is not None else seed_config(), **params)

@@ -3,7 +3,6 @@ sys.path, and no other test folder has a module of this name)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -11,12 +10,10 @@ import openrouter
 from langchain_anthropic import ChatAnthropic
 from langchain_openai import ChatOpenAI
 from langchain_openrouter import ChatOpenRouter
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from swerve import FallbackConfig, Telemetry
-from swerve.testing import FakeProvider
+from swerve import FallbackConfig
+from swerve.testing import FakeClock as FakeClock  # re-exported for the tests
+from swerve.testing import FakeProvider, TelemetryRecorder
 
 # Routes: the provider segment is the fake provider's name for it.
 P = "primary/fake-model"
@@ -109,79 +106,5 @@ def chat_openrouter(
     )  # fmt: skip
 
 
-@dataclass
-class FakeClock:
-    """Wall and monotonic time that only move when the engine waits (no real sleeping)."""
-
-    now: float = 1_800_000_000.0
-    sleeps: list[float] = field(default_factory=list)
-
-    def time(self) -> float:
-        return self.now
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
-
-    async def async_sleep(self, seconds: float) -> None:
-        self.sleep(seconds)
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
-@dataclass
-class Otel:
-    spans: InMemorySpanExporter
-    reader: InMemoryMetricReader
-    telemetry: Telemetry
-    tracer_provider: TracerProvider
-
-    def finished(self) -> list[ReadableSpan]:
-        return list(self.spans.get_finished_spans())
-
-    def call_spans(self) -> list[ReadableSpan]:
-        return [s for s in self.finished() if s.name.startswith("swerve ")]
-
-    def attempt_spans(self) -> list[ReadableSpan]:
-        return [s for s in self.finished() if "swerve.attempt.number" in (s.attributes or {})]
-
-    def events(self, name: str | None = None) -> list[tuple[str, dict[str, object]]]:
-        out = []
-        for span in self.call_spans():
-            for event in span.events:
-                if name is None or event.name == name:
-                    out.append((event.name, dict(event.attributes or {})))
-        return out
-
-    def all_events(self, name: str) -> list[dict[str, object]]:
-        return [
-            dict(e.attributes or {}) for s in self.finished() for e in s.events if e.name == name
-        ]
-
-    def metrics(self) -> dict[str, list[tuple[dict[str, object], object]]]:
-        out: dict[str, list[tuple[dict[str, object], object]]] = {}
-        data = self.reader.get_metrics_data()
-        if data is None:
-            return out
-        for rm in data.resource_metrics:
-            for sm in rm.scope_metrics:
-                for metric in sm.metrics:
-                    for point in metric.data.data_points:
-                        value = getattr(point, "value", None)
-                        if value is None:
-                            value = getattr(point, "count", None)
-                        out.setdefault(metric.name, []).append(
-                            (dict(point.attributes or {}), value)
-                        )
-        return out
-
-    def counter(self, name: str, **attrs: object) -> float:
-        total = 0.0
-        for point_attrs, value in self.metrics().get(name, []):
-            if all(point_attrs.get(k.replace("__", ".")) == v for k, v in attrs.items()):
-                total += float(value)  # type: ignore[arg-type]
-        return total
+# The clock and the telemetry recorder are swerve's own public test helpers.
+Otel = TelemetryRecorder

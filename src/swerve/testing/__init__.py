@@ -11,11 +11,22 @@ fault or as a script consumed one request at a time::
         fake.set_reply("fallback", Reply(text="served by fallback"))
         client = openai.OpenAI(base_url=f"{fake.url('primary')}/v1", api_key="test")
 
-Only the standard library is needed. Under pytest, the ``fake_provider`` fixture yields a
-started instance.
+The server needs only the standard library. Under pytest, the ``fake_provider`` fixture yields
+a started instance. :class:`FakeClock` makes backoffs instant and :class:`TelemetryRecorder`
+captures swerve's spans, events and metrics with the real OTel SDK, for assertions.
 """
 
 from ._model import ErrorStyle, Fault, FaultKind, Reply, ToolCall
+from ._recording import FakeClock, TelemetryRecorder
 from ._server import FakeProvider
 
-__all__ = ["ErrorStyle", "FakeProvider", "Fault", "FaultKind", "Reply", "ToolCall"]
+__all__ = [
+    "ErrorStyle",
+    "FakeClock",
+    "FakeProvider",
+    "Fault",
+    "FaultKind",
+    "Reply",
+    "TelemetryRecorder",
+    "ToolCall",
+]

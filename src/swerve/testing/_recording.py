@@ -1,0 +1,125 @@
+"""An injectable clock and an in-memory telemetry recorder, for tests of failover behaviour."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from ..telemetry import Telemetry
+
+__all__ = ["FakeClock", "TelemetryRecorder"]
+
+
+@dataclass
+class FakeClock:
+    """Wall and monotonic time that only move when the engine waits: no real sleeping.
+
+    ``Failover(config, **clock.failover_kwargs())`` makes every backoff instant and recorded
+    in :attr:`sleeps`; :meth:`advance` moves time on (to end a cooldown, say).
+    """
+
+    now: float = 1_800_000_000.0
+    sleeps: list[float] = field(default_factory=list)
+
+    def time(self) -> float:
+        return self.now
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+    async def async_sleep(self, seconds: float) -> None:
+        self.sleep(seconds)
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+    def failover_kwargs(self) -> dict[str, Any]:
+        return {
+            "clock": self.time,
+            "monotonic": self.monotonic,
+            "sleep": self.sleep,
+            "async_sleep": self.async_sleep,
+        }
+
+
+class TelemetryRecorder:
+    """The real OTel SDK with in-memory exporters, and a :class:`Telemetry` that writes to it.
+
+    ``Failover(config, telemetry=recorder.telemetry)``; then read what was emitted with
+    :meth:`call_spans`, :meth:`attempt_spans`, :meth:`events` and :meth:`metrics`.
+    """
+
+    def __init__(self, *, record_messages: bool = False) -> None:
+        self.spans = InMemorySpanExporter()
+        self.tracer_provider = TracerProvider()
+        self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.spans))
+        self.reader = InMemoryMetricReader()
+        self.meter_provider = MeterProvider(metric_readers=[self.reader])
+        self.telemetry = Telemetry(
+            self.tracer_provider, self.meter_provider, record_messages=record_messages
+        )
+
+    def shutdown(self) -> None:
+        self.meter_provider.shutdown()
+        self.tracer_provider.shutdown()
+
+    def finished(self) -> list[ReadableSpan]:
+        return list(self.spans.get_finished_spans())
+
+    def call_spans(self) -> list[ReadableSpan]:
+        return [s for s in self.finished() if s.name.startswith("swerve ")]
+
+    def attempt_spans(self) -> list[ReadableSpan]:
+        return [s for s in self.finished() if "swerve.attempt.number" in (s.attributes or {})]
+
+    def events(self, name: str | None = None) -> list[tuple[str, dict[str, object]]]:
+        """Events on call spans, in order: ``(name, attributes)``."""
+        return [
+            (event.name, dict(event.attributes or {}))
+            for span in self.call_spans()
+            for event in span.events
+            if name is None or event.name == name
+        ]
+
+    def all_events(self, name: str) -> list[dict[str, object]]:
+        """Attributes of every event called ``name``, on any span."""
+        return [
+            dict(e.attributes or {}) for s in self.finished() for e in s.events if e.name == name
+        ]
+
+    def metrics(self) -> dict[str, list[tuple[dict[str, object], object]]]:
+        """Metric name -> ``[(attributes, value)]``; a histogram's value is its count."""
+        out: dict[str, list[tuple[dict[str, object], object]]] = {}
+        data = self.reader.get_metrics_data()
+        if data is None:
+            return out
+        for rm in data.resource_metrics:
+            for sm in rm.scope_metrics:
+                for metric in sm.metrics:
+                    for point in metric.data.data_points:
+                        value = getattr(point, "value", None)
+                        if value is None:
+                            value = getattr(point, "count", None)
+                        out.setdefault(metric.name, []).append(
+                            (dict(point.attributes or {}), value)
+                        )
+        return out
+
+    def counter(self, name: str, **attrs: object) -> float:
+        """The sum of a counter over the points whose attributes match (``swerve__route=``
+        stands for ``swerve.route``)."""
+        total = 0.0
+        for point_attrs, value in self.metrics().get(name, []):
+            if all(point_attrs.get(k.replace("__", ".")) == v for k, v in attrs.items()):
+                total += float(value)  # type: ignore[arg-type]
+        return total
