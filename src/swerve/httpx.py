@@ -151,6 +151,23 @@ def _finish_of(chunk: _Chunk) -> bool:
 _SPEC: StreamSpec[_Chunk] = StreamSpec(part=_part_of, is_finish=_finish_of)
 
 
+class _ErrorInBody(InStreamError):
+    """An error inside a 200 body or stream, with what is needed to hand it on unchanged:
+    ``replay`` (status, headers, the body up to the error) if swerve gives up before output
+    began, ``raw`` (the error event) if it comes after."""
+
+    def __init__(
+        self,
+        payload: Mapping[str, object],
+        route: str,
+        replay: tuple[int, list[tuple[str, str]], bytes],
+        raw: bytes = b"",
+    ) -> None:
+        super().__init__(payload, route=route)
+        self.replay = replay
+        self.raw = raw
+
+
 class _Reader:
     """An attempt's SSE events, kept so that, if swerve gives up on the attempt, the client
     gets the stream exactly as the upstream sent it (up to and including its error event)."""
@@ -175,10 +192,9 @@ class _Reader:
         self.raw.append(event.raw)
         if event.error is None:
             return event
-        error = InStreamError(event.error, route=self.route)
-        error.raw = event.raw  # type: ignore[attr-defined]
-        error.replay = (self.status, self.headers, b"".join(self.raw))  # type: ignore[attr-defined]
-        raise error
+        raise _ErrorInBody(
+            event.error, self.route, (self.status, self.headers, b"".join(self.raw)), event.raw
+        )
 
 
 class _SSEParser:
@@ -430,9 +446,8 @@ class _Core:
             except ValueError:
                 data = None
             if isinstance(data, dict) and data.get("error") and not data.get("choices"):
-                error = InStreamError(data, route=route)
-                error.replay = (response.status_code, _returned(response.headers), body)  # type: ignore[attr-defined]
-                raise error
+                replay = (response.status_code, _returned(response.headers), body)
+                raise _ErrorInBody(data, route, replay)
         if self.fits(response):
             return response  # already read and within the limit: hand it on as it is
         return _response(response, response.status_code, _returned(response.headers), body)
@@ -543,9 +558,8 @@ def _given_up(request: Any, error: Exception) -> Any:
         return _response(
             request, error.status_code, _returned(error.response.headers), error.content
         )
-    replay = getattr(error, "replay", None)
-    if isinstance(error, InStreamError) and replay is not None:
-        status, headers, content = replay
+    if isinstance(error, _ErrorInBody):
+        status, headers, content = error.replay
         return _module_of(request).Response(status, headers=headers, content=content)
     if isinstance(error, IncompleteStreamError):
         flavour = _module_of(request)
@@ -608,7 +622,7 @@ class _SyncBody:
         except MidStreamError as exc:
             surfaced = _events_after(exc, self.route)
             if surfaced is None:
-                yield getattr(exc.__cause__, "raw", b"")
+                yield exc.__cause__.raw if isinstance(exc.__cause__, _ErrorInBody) else b""
                 return
             raise _flavoured(surfaced, self.module) from exc
 
@@ -630,7 +644,7 @@ class _AsyncBody:
         except MidStreamError as exc:
             surfaced = _events_after(exc, self.route)
             if surfaced is None:
-                yield getattr(exc.__cause__, "raw", b"")
+                yield exc.__cause__.raw if isinstance(exc.__cause__, _ErrorInBody) else b""
                 return
             raise _flavoured(surfaced, self.module) from exc
 
