@@ -48,57 +48,14 @@ def chat_anthropic(
     )
 
 
-class _Fingerprint(httpx.BaseTransport):
-    """The openrouter SDK requires ``system_fingerprint`` on a completion; the fake provider
-    does not send one yet. Adds ``"system_fingerprint": null`` to successful JSON bodies and
-    changes nothing else (errors, streams and faults pass through as the fake sent them)."""
-
-    def __init__(self) -> None:
-        self._inner = httpx.HTTPTransport()
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        return _fingerprinted(self._inner.handle_request(request), request)
-
-    def close(self) -> None:
-        self._inner.close()
-
-
-class _AsyncFingerprint(httpx.AsyncBaseTransport):
-    def __init__(self) -> None:
-        self._inner = httpx.AsyncHTTPTransport()
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        response = await self._inner.handle_async_request(request)
-        if response.headers.get("content-type", "").startswith("application/json"):
-            await response.aread()
-        return _fingerprinted(response, request)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-
-def _fingerprinted(response: httpx.Response, request: httpx.Request) -> httpx.Response:
-    import json
-
-    if response.status_code != 200 or not response.headers.get("content-type", "").startswith(
-        "application/json"
-    ):
-        return response
-    body = json.loads(response.read())
-    if "choices" in body and "system_fingerprint" not in body:
-        body["system_fingerprint"] = None
-    headers = {k: v for k, v in response.headers.items() if k.lower() != "content-length"}
-    return httpx.Response(200, headers=headers, json=body, request=request)
-
-
 def chat_openrouter(
     fake: FakeProvider, provider: str, model: str = "anthropic/claude-fake", **kw: Any
 ) -> ChatOpenRouter:
     client = openrouter.OpenRouter(
         api_key="test",
         server_url=f"{fake.url(provider)}/v1",
-        client=httpx.Client(transport=_Fingerprint()),
-        async_client=httpx.AsyncClient(transport=_AsyncFingerprint()),
+        client=httpx.Client(),
+        async_client=httpx.AsyncClient(),
     )
     return ChatOpenRouter(
         base_url=f"{fake.url(provider)}/v1", api_key="test", model=model, max_retries=0,

@@ -130,6 +130,7 @@ def _chunk_head(model: str, chunk_id: str | None = None) -> Body:
         "object": "chat.completion.chunk",
         "created": int(time.time()),
         "model": model,
+        "system_fingerprint": None,
     }
 
 
@@ -248,6 +249,7 @@ class OpenAIWire(Wire):
             "object": "chat.completion",
             "created": int(time.time()),
             "model": model,
+            "system_fingerprint": None,  # the real API sends it; the openrouter SDK requires it
             "choices": [
                 {"index": 0, "message": message, "logprobs": None, "finish_reason": finish}
             ],
