@@ -943,3 +943,12 @@ def test_classify_never_raises_on_weird_exceptions(
 def test_parse_retry_after_never_raises(headers: dict[str, str]) -> None:
     value = parse_retry_after(headers, now=NOW)
     assert value is None or value >= 0
+
+
+def test_an_error_body_kept_as_json_text_is_read() -> None:
+    class SDKError(Exception):  # the openrouter SDK keeps the body as a string
+        status_code = 400
+        body = '{"error": {"code": 400, "message": "This model\'s maximum context length is 8k"}}'
+
+    failure = classify(SDKError("bad request"))
+    assert failure.kind is FailureKind.CONTEXT_OVERFLOW and failure.status == 400

@@ -8,6 +8,7 @@ and breaker errors, and cancellation.
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
 import errno
 import json
@@ -360,6 +361,9 @@ def _from_response(response: object, in_stream: bool) -> Failure:
 def _from_http(
     status: int | None, body: object, headers: object, fallback_message: str, in_stream: bool
 ) -> Failure:
+    if isinstance(body, str | bytes) and body[:1] in ("{", b"{", "[", b"["):
+        with contextlib.suppress(ValueError):  # openrouter's SDK keeps it as JSON text
+            body = json.loads(body)
     if isinstance(body, list | tuple) and body:  # Gemini-style streams wrap errors in a list
         body = body[0]
     payload = _read_payload(body) if isinstance(body, Mapping) else None
