@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Literal, Self
+from typing import Any, Literal, Self, TypeVar
 
 from langchain_core.callbacks import (
     AsyncCallbackManager,
@@ -55,6 +55,9 @@ from ._errors import translate
 __all__ = ["FailoverChatModel"]
 
 
+_Manager = TypeVar("_Manager", CallbackManager, AsyncCallbackManager)
+
+
 @dataclass(frozen=True)
 class _StreamCall:
     """What ``stream()`` knows before LangChain opens the LLM run: its config and run id."""
@@ -64,33 +67,21 @@ class _StreamCall:
     model: FailoverChatModel
 
     def manager(self) -> tuple[CallbackManager, uuid.UUID]:
-        m = self.model
-        return (
-            CallbackManager.configure(
-                self.config.get("callbacks"),
-                m.callbacks,
-                m.verbose,
-                self.config.get("tags"),
-                m.tags,
-                self.config.get("metadata"),
-                m.metadata,
-            ),
-            self.run_id,
-        )
+        return self._configure(CallbackManager), self.run_id
 
     def amanager(self) -> tuple[AsyncCallbackManager, uuid.UUID]:
+        return self._configure(AsyncCallbackManager), self.run_id
+
+    def _configure(self, cls: type[_Manager]) -> _Manager:
         m = self.model
-        return (
-            AsyncCallbackManager.configure(
-                self.config.get("callbacks"),
-                m.callbacks,
-                m.verbose,
-                self.config.get("tags"),
-                m.tags,
-                self.config.get("metadata"),
-                m.metadata,
-            ),
-            self.run_id,
+        return cls.configure(
+            self.config.get("callbacks"),
+            m.callbacks,
+            m.verbose,
+            self.config.get("tags"),
+            m.tags,
+            self.config.get("metadata"),
+            m.metadata,
         )
 
 

@@ -100,18 +100,35 @@ def _raise_for_finish(finish: str, route: str) -> None:
         )
 
 
+class _Finish:
+    """Watches a route's chunks for the finish reason; shared by :func:`checked` and
+    :func:`achecked`, which only differ in how they iterate."""
+
+    def __init__(self, route: str, strict: bool) -> None:
+        self.route = route
+        self.strict = strict
+        self.finished = False
+
+    def see(self, chunk: ChatGenerationChunk) -> ChatGenerationChunk:
+        finish = chunk_finish(chunk)
+        if finish is not None:
+            _raise_for_finish(finish, self.route)
+            self.finished = True
+        return chunk
+
+    def end(self) -> None:
+        if self.strict and not self.finished:
+            raise IncompleteStreamError(f"the stream of {self.route} ended without a finish reason")
+
+
 def checked(
     chunks: Iterator[ChatGenerationChunk], route: str, strict: bool
 ) -> Iterator[ChatGenerationChunk]:
     """A route's chunks, with integration errors made classifiable and the end verified."""
-    finished = False
+    finish = _Finish(route, strict)
     try:
         for chunk in chunks:
-            finish = chunk_finish(chunk)
-            if finish is not None:
-                _raise_for_finish(finish, route)
-                finished = True
-            yield chunk
+            yield finish.see(chunk)
     except Exception as exc:
         wrapped = translate(exc)
         if wrapped is None:
@@ -121,22 +138,17 @@ def checked(
         close = getattr(chunks, "close", None)
         if close is not None:
             close()
-    if strict and not finished:
-        raise IncompleteStreamError(f"the stream of {route} ended without a finish reason")
+    finish.end()
 
 
 async def achecked(
     chunks: AsyncIterator[ChatGenerationChunk], route: str, strict: bool
 ) -> AsyncIterator[ChatGenerationChunk]:
     """Async :func:`checked`."""
-    finished = False
+    finish = _Finish(route, strict)
     try:
         async for chunk in chunks:
-            finish = chunk_finish(chunk)
-            if finish is not None:
-                _raise_for_finish(finish, route)
-                finished = True
-            yield chunk
+            yield finish.see(chunk)
     except Exception as exc:
         wrapped = translate(exc)
         if wrapped is None:
@@ -146,8 +158,7 @@ async def achecked(
         aclose = getattr(chunks, "aclose", None)
         if aclose is not None:
             await aclose()
-    if strict and not finished:
-        raise IncompleteStreamError(f"the stream of {route} ended without a finish reason")
+    finish.end()
 
 
 def check_result(result: ChatResult, route: str, strict: bool) -> ChatResult:
