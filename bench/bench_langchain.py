@@ -20,19 +20,13 @@ Run: uv run python bench/bench_langchain.py [--n 1500] [--calls 20]
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import statistics
 import time
 import warnings
-from collections.abc import Sequence
-from typing import Any
 
+from _support import fake_provider_process, traced
 from langchain_openai import ChatOpenAI
 from opentelemetry.metrics import NoOpMeterProvider
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.trace import NoOpTracerProvider
 from swerve_langchain import FailoverChatModel
 
@@ -42,17 +36,6 @@ from swerve.testing import FakeProvider, Fault
 PRIMARY, FALLBACK = "primary/fake-model", "fallback/fake-model-large"
 
 
-class _Discard(SpanExporter):
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        return SpanExportResult.SUCCESS
-
-
-def _serve(port: Any, stop: Any) -> None:
-    with FakeProvider() as fake:
-        port.value = fake.port
-        stop.wait()
-
-
 def _chat(base: str, provider: str, model: str, retries: int) -> ChatOpenAI:
     return ChatOpenAI(
         base_url=f"{base}/{provider}/v1", api_key="bench", model=model, max_retries=retries
@@ -60,16 +43,8 @@ def _chat(base: str, provider: str, model: str, retries: int) -> ChatOpenAI:
 
 
 def overhead(n: int) -> None:
-    tracer_provider = TracerProvider()
-    tracer_provider.add_span_processor(BatchSpanProcessor(_Discard()))
-    telemetry = Telemetry(tracer_provider, MeterProvider(metric_readers=[InMemoryMetricReader()]))
-    port, stop = multiprocessing.Value("i", 0), multiprocessing.Event()
-    server = multiprocessing.Process(target=_serve, args=(port, stop), daemon=True)
-    server.start()
-    try:
-        while not port.value:
-            time.sleep(0.01)
-        base = f"http://127.0.0.1:{port.value}"
+    telemetry, _, _ = traced()
+    with fake_provider_process() as base:
         bare = _chat(base, "primary", "fake-model", 0)
         wrapped = FailoverChatModel(
             routes={PRIMARY: bare, FALLBACK: _chat(base, "fallback", "fake-model-large", 0)},
@@ -92,15 +67,12 @@ def overhead(n: int) -> None:
             for model in models.values():
                 model.invoke("hi")
         samples: dict[str, list[int]] = {name: [] for name in models}
-        for i in range(n):
+        for i in range(n):  # three sides, alternating order so drift hits all alike
             order = list(models.items())
             for name, model in order if i % 2 else order[::-1]:
                 t0 = time.perf_counter_ns()
                 model.invoke("hi")
                 samples[name].append(time.perf_counter_ns() - t0)
-    finally:
-        stop.set()
-        server.join()
     bare_us = statistics.median(samples["bare"]) / 1000
     print(f"1. healthy call, median of {n} each (interleaved)")
     print(f"   bare ChatOpenAI.invoke                        {bare_us:9.1f} us")

@@ -15,44 +15,25 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import multiprocessing
-import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import httpx
+from _support import fake_provider_process, interleaved, traced
 from httpx_aiohttp import AiohttpTransport
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace import TracerProvider
 
-from swerve import Failover, FallbackConfig, MemoryHealth, Telemetry
+from swerve import Failover, FallbackConfig, MemoryHealth
 from swerve.httpx import AsyncFailoverTransport, FailoverTransport, Upstream
-from swerve.testing import FakeProvider
 
 ROUTE = "primary/model-a"
 BODY = {"model": ROUTE, "messages": [{"role": "user", "content": "hi"}]}
 
 
-class _Discard(SpanExporter):
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        return SpanExportResult.SUCCESS
-
-
-def _serve(port: Any, stop: Any) -> None:
-    with FakeProvider() as fake:
-        port.value = fake.port
-        stop.wait()
-
-
 def _failover() -> tuple[Failover, TracerProvider]:
-    tracer_provider = TracerProvider()
-    tracer_provider.add_span_processor(BatchSpanProcessor(_Discard()))
-    meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
+    telemetry, tracer_provider, _ = traced()
     config = FallbackConfig(fallbacks={ROUTE: "fallback/model-b"})
-    telemetry = Telemetry(tracer_provider, meter_provider)
     return Failover(config, MemoryHealth(), telemetry=telemetry), tracer_provider
 
 
@@ -76,68 +57,31 @@ class _Canned(httpx.BaseTransport):
         return httpx.Response(200, headers={"content-type": "application/json"}, content=_CANNED)
 
 
-def sync_cpu_bench(n: int) -> None:
+def sync_bench(label: str, base: str, inner: Callable[[], Any], n: int, goal: str = "") -> None:
+    """One POST through the bare inner transport against the same through swerve."""
     failover, provider = _failover()
     ups = {
-        ROUTE: Upstream("http://up.invalid/v1", model="model-a", transport=_Canned()),
-        "fallback/model-b": Upstream("http://up2.invalid/v1", transport=_Canned()),
-    }
-    url = "http://up.invalid/v1/chat/completions"
-    with (
-        httpx.Client(transport=_Canned()) as bare,
-        httpx.Client(transport=FailoverTransport(ups, failover=failover)) as wrapped,
-    ):
-        for _ in range(300):
-            bare.post(url, json=BODY)
-            wrapped.post(url, json=BODY)
-        b: list[int] = []
-        w: list[int] = []
-        for _ in range(n):
-            t0 = time.perf_counter_ns()
-            bare.post(url, json=BODY)
-            t1 = time.perf_counter_ns()
-            wrapped.post(url, json=BODY)
-            t2 = time.perf_counter_ns()
-            b.append(t1 - t0)
-            w.append(t2 - t1)
-    provider.shutdown()
-    mb, mw = statistics.median(b) / 1000, statistics.median(w) / 1000
-    print(
-        f"sync  in-memory inner: bare {mb:8.1f} us | through swerve {mw:8.1f} us"
-        f" | overhead {mw - mb:7.1f} us (goal < 100)"
-    )
-
-
-def sync_bench(base: str, n: int) -> None:
-    failover, provider = _failover()
-    ups = {
-        ROUTE: Upstream(f"{base}/primary/v1", model="model-a"),
-        "fallback/model-b": Upstream(f"{base}/fallback/v1"),
+        ROUTE: Upstream(f"{base}/primary/v1", model="model-a", transport=inner()),
+        "fallback/model-b": Upstream(f"{base}/fallback/v1", transport=inner()),
     }
     url = f"{base}/primary/v1/chat/completions"
     bare_body = {**BODY, "model": "model-a"}
     with (
-        httpx.Client() as bare,
+        httpx.Client(transport=inner()) as bare,
         httpx.Client(transport=FailoverTransport(ups, failover=failover)) as wrapped,
     ):
-        for _ in range(200):
+        for _ in range(200):  # warm the pools and the interpreter
             bare.post(url, json=bare_body)
             wrapped.post(url, json=BODY)
-        b: list[int] = []
-        w: list[int] = []
-        for _ in range(n):
-            t0 = time.perf_counter_ns()
-            bare.post(url, json=bare_body).raise_for_status()
-            t1 = time.perf_counter_ns()
-            wrapped.post(url, json=BODY).raise_for_status()
-            t2 = time.perf_counter_ns()
-            b.append(t1 - t0)
-            w.append(t2 - t1)
+        mb, mw = interleaved(
+            lambda: bare.post(url, json=bare_body).raise_for_status(),
+            lambda: wrapped.post(url, json=BODY).raise_for_status(),
+            n,
+        )
     provider.shutdown()
-    mb, mw = statistics.median(b) / 1000, statistics.median(w) / 1000
     print(
-        f"sync  over loopback:   bare {mb:8.1f} us | through swerve {mw:8.1f} us"
-        f" | overhead {mw - mb:7.1f} us"
+        f"sync  {label:16s} bare {mb:8.1f} us | through swerve {mw:8.1f} us"
+        f" | overhead {mw - mb:7.1f} us{goal}"
     )
 
 
@@ -194,20 +138,10 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--seconds", type=float, default=5.0)
     args = parser.parse_args()
-    port, stop = multiprocessing.Value("i", 0), multiprocessing.Event()
-    server = multiprocessing.Process(target=_serve, args=(port, stop), daemon=True)
-    server.start()
-    deadline = time.monotonic() + 10
-    while not port.value and time.monotonic() < deadline:
-        time.sleep(0.01)
-    base = f"http://127.0.0.1:{port.value}"
-    try:
-        sync_cpu_bench(args.n)
-        sync_bench(base, args.n)
+    sync_bench("in-memory inner:", "http://up.invalid", _Canned, args.n, " (goal < 100)")
+    with fake_provider_process() as base:
+        sync_bench("over loopback:", base, httpx.HTTPTransport, args.n)
         asyncio.run(async_bench(base, args.concurrency, args.seconds))
-    finally:
-        stop.set()
-        server.join(timeout=5)
 
 
 if __name__ == "__main__":
