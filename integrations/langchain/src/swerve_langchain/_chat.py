@@ -50,7 +50,7 @@ from ._common import (
     surface,
     warn_retries,
 )
-from ._errors import translate
+from ._errors import classifiable
 
 __all__ = ["FailoverChatModel"]
 
@@ -293,29 +293,19 @@ class FailoverChatModel(BaseChatModel):
         attempt: Attempt,
     ) -> ChatResult:  # fmt: skip
         rm, msgs, call = self._prepare(attempt, messages, kwargs)
-        try:
+        with classifiable():
             return check_result(
                 rm.model._generate(msgs, stop=stop, **call), str(rm.route), rm.strict
             )
-        except Exception as exc:
-            wrapped = translate(exc)
-            if wrapped is None:
-                raise
-            raise wrapped from exc
 
     async def _aattempt_generate(
         self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any],
         attempt: Attempt,
     ) -> ChatResult:  # fmt: skip
         rm, msgs, call = self._prepare(attempt, messages, kwargs)
-        try:
+        with classifiable():
             result = await rm.model._agenerate(msgs, stop=stop, **call)
             return check_result(result, str(rm.route), rm.strict)
-        except Exception as exc:
-            wrapped = translate(exc)
-            if wrapped is None:
-                raise
-            raise wrapped from exc
 
     def _attempt_stream(
         self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any],

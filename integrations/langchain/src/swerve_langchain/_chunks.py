@@ -11,7 +11,7 @@ from langchain_core.outputs import ChatGenerationChunk, ChatResult
 from swerve import PartKind, StreamSpec
 from swerve.failures import IncompleteStreamError
 
-from ._errors import ProviderStreamError, translate
+from ._errors import ProviderStreamError, classifiable
 
 __all__ = ["CHAT_SPEC", "achecked", "check_result", "checked", "part_of", "strict_finish"]
 
@@ -127,13 +127,9 @@ def checked(
     """A route's chunks, with integration errors made classifiable and the end verified."""
     finish = _Finish(route, strict)
     try:
-        for chunk in chunks:
-            yield finish.see(chunk)
-    except Exception as exc:
-        wrapped = translate(exc)
-        if wrapped is None:
-            raise
-        raise wrapped from exc
+        with classifiable():
+            for chunk in chunks:
+                yield finish.see(chunk)
     finally:
         close = getattr(chunks, "close", None)
         if close is not None:
@@ -147,13 +143,9 @@ async def achecked(
     """Async :func:`checked`."""
     finish = _Finish(route, strict)
     try:
-        async for chunk in chunks:
-            yield finish.see(chunk)
-    except Exception as exc:
-        wrapped = translate(exc)
-        if wrapped is None:
-            raise
-        raise wrapped from exc
+        with classifiable():
+            async for chunk in chunks:
+                yield finish.see(chunk)
     finally:
         aclose = getattr(chunks, "aclose", None)
         if aclose is not None:

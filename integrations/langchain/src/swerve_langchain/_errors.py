@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 
 from langchain_core import exceptions as lc_exc
 
@@ -70,6 +71,19 @@ _MODEL_ERROR_STATUS: tuple[tuple[type[BaseException], int], ...] = (
     (lc_exc.ModelAPIError, 500),
     (lc_exc.ModelInvalidRequestError, 400),
 )
+
+
+@contextmanager
+def classifiable() -> Iterator[None]:
+    """Re-raise an integration's error as one ``classify`` reads, with the original as its
+    cause (the error that finally surfaces is unwrapped again)."""
+    try:
+        yield
+    except Exception as exc:
+        wrapped = translate(exc)
+        if wrapped is None:
+            raise
+        raise wrapped from exc
 
 
 def translate(exc: BaseException) -> BaseException | None:

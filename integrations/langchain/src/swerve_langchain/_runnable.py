@@ -24,7 +24,7 @@ from swerve import (
 
 from ._chunks import part_of
 from ._common import EffectWatcher, anotifier, make_failover, notifier, surface, warn_retries
-from ._errors import translate
+from ._errors import classifiable
 
 __all__ = ["RunnableFailover", "with_failover"]
 
@@ -105,53 +105,33 @@ class RunnableFailover(RunnableSerializable[Any, Any]):
         kwargs: dict[str, Any], attempt: Attempt,
     ) -> Any:  # fmt: skip
         runnable, value, cfg = self._attempt_args(value, attempt, config, run_manager)
-        try:
+        with classifiable():
             return runnable.invoke(value, cfg, **kwargs)
-        except Exception as exc:
-            wrapped = translate(exc)
-            if wrapped is None:
-                raise
-            raise wrapped from exc
 
     async def _arun(
         self, value: Any, run_manager: AsyncCallbackManagerForChainRun, config: RunnableConfig,
         kwargs: dict[str, Any], attempt: Attempt,
     ) -> Any:  # fmt: skip
         runnable, value, cfg = self._attempt_args(value, attempt, config, run_manager)
-        try:
+        with classifiable():
             return await runnable.ainvoke(value, cfg, **kwargs)
-        except Exception as exc:
-            wrapped = translate(exc)
-            if wrapped is None:
-                raise
-            raise wrapped from exc
 
     def _run_stream(
         self, value: Any, run_manager: CallbackManagerForChainRun, config: RunnableConfig,
         kwargs: dict[str, Any], attempt: Attempt,
     ) -> Iterator[Any]:  # fmt: skip
         runnable, value, cfg = self._attempt_args(value, attempt, config, run_manager)
-        try:
+        with classifiable():
             yield from runnable.stream(value, cfg, **kwargs)
-        except Exception as exc:
-            wrapped = translate(exc)
-            if wrapped is None:
-                raise
-            raise wrapped from exc
 
     async def _arun_stream(
         self, value: Any, run_manager: AsyncCallbackManagerForChainRun, config: RunnableConfig,
         kwargs: dict[str, Any], attempt: Attempt,
     ) -> AsyncIterator[Any]:  # fmt: skip
         runnable, value, cfg = self._attempt_args(value, attempt, config, run_manager)
-        try:
+        with classifiable():
             async for chunk in runnable.astream(value, cfg, **kwargs):
                 yield chunk
-        except Exception as exc:
-            wrapped = translate(exc)
-            if wrapped is None:
-                raise
-            raise wrapped from exc
 
     # -- Runnable -------------------------------------------------------------------------------
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
