@@ -661,13 +661,8 @@ def _flavoured(error: BaseException, module: Any) -> BaseException:
     return error
 
 
-class FailoverTransport(httpx.BaseTransport):
-    """A sync transport with failover; works under ``httpx.Client`` and ``httpx2.Client``.
-
-    ``upstreams`` maps each route to its :class:`Upstream`. ``config`` (or ``failover``, a
-    ready :class:`swerve.Failover`) sets the policy; with neither, ``$SWERVE_FALLBACK_CONFIG``.
-    Swaps that would cross wires are refused here, when the transport is built.
-    """
+class _Transport:
+    """What both transports hold: the routing core, and the inner transports they made."""
 
     def __init__(
         self,
@@ -685,6 +680,15 @@ class FailoverTransport(httpx.BaseTransport):
     @property
     def failover(self) -> Failover:
         return self._core.failover
+
+
+class FailoverTransport(_Transport, httpx.BaseTransport):
+    """A sync transport with failover; works under ``httpx.Client`` and ``httpx2.Client``.
+
+    ``upstreams`` maps each route to its :class:`Upstream`. ``config`` (or ``failover``, a
+    ready :class:`swerve.Failover`) sets the policy; with neither, ``$SWERVE_FALLBACK_CONFIG``.
+    Swaps that would cross wires are refused here, when the transport is built.
+    """
 
     def handle_request(self, request: Any) -> Any:
         core = self._core
@@ -750,29 +754,12 @@ class FailoverTransport(httpx.BaseTransport):
                 upstream.transport.close()
 
 
-class AsyncFailoverTransport(httpx.AsyncBaseTransport):
+class AsyncFailoverTransport(_Transport, httpx.AsyncBaseTransport):
     """The async :class:`FailoverTransport`, for ``httpx.AsyncClient`` / ``httpx2.AsyncClient``.
 
     Any async inner transport can serve the upstreams (set ``Upstream.transport``): swerve
     only needs ``handle_async_request``.
     """
-
-    def __init__(
-        self,
-        upstreams: Mapping[str, Upstream],
-        config: FallbackConfig | None = None,
-        *,
-        failover: Failover | None = None,
-        health: HealthStore | None = None,
-        max_body_bytes: int = 32 * 1024 * 1024,
-    ) -> None:
-        failover = failover if failover is not None else Failover(config, health)
-        self._core = _Core(upstreams, failover, max_body_bytes, config)
-        self._inner: dict[str, Any] = {}
-
-    @property
-    def failover(self) -> Failover:
-        return self._core.failover
 
     async def handle_async_request(self, request: Any) -> Any:
         core = self._core
