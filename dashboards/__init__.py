@@ -31,6 +31,7 @@ PROMETHEUS_NAMES: Final = {
     _t.METRIC_COOLDOWNS: "swerve_cooldowns_total",
     _t.METRIC_ROUTE_SKIPS: "swerve_route_skips_total",
     _t.METRIC_BREAKER_TRANSITIONS: "swerve_breaker_transitions_total",
+    _t.METRIC_PROBES: "swerve_probes_total",
     _t.METRIC_PARTIAL_DISCARDS: "swerve_partial_discards_total",
     _t.METRIC_CACHE_FIXES: "swerve_cache_fixes_total",
     _t.METRIC_DOWNGRADES: "swerve_downgrades_total",

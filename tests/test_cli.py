@@ -45,6 +45,36 @@ def test_config_check_prints_chains(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "c/z -> a/x -> b/y" in out
 
 
+def test_config_check_prints_the_policy_by_failure_kind(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "swerve.json"
+    config = {
+        "fallbacks": {"openai/gpt-5-mini": "backup/gpt-5-mini"},
+        "fallbackOnErrors": [429, 503, 402],
+        "onFailure": {"overloaded": "swap"},
+        "fallbacksByFailure": {"context_overflow": {"openai/gpt-5-mini": "openai/gpt-5"}},
+        "cooldownSeconds": 10,
+        "cooldownMaxSeconds": 120,
+    }
+    path.write_text(json.dumps(config))
+    assert main(["config", "check", str(path)]) == 0
+    rows = {
+        line.split()[0]: " ".join(line.split()[1:])
+        for line in capsys.readouterr().out.splitlines()
+        if line.startswith("  ") and "->" not in line.split()[0]
+    }
+    assert rows["timeout"] == "swap at once"
+    assert rows["overloaded"] == "swap at once"
+    assert rows["rate_limited"].startswith("retry, then swap (waits a Retry-After up to 60s")
+    assert rows["content_filter"] == "surface"
+    assert rows["quota"] == "surface; HTTP 402 swap at once (listed in fallback_on)"
+    assert rows["context_overflow"] == (
+        "surface; from a mapped route it swaps: openai/gpt-5-mini -> openai/gpt-5"
+    )
+    assert "aborted" not in rows
+
+
 def test_config_check_names_the_bad_field(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

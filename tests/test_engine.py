@@ -15,6 +15,7 @@ import pytest
 
 from swerve import FallbackConfig, MemoryHealth, MidStreamError, StreamReset
 from swerve.failures import AttemptTimeout, CircuitOpenError, FailureKind
+from swerve.health import CooldownRule
 from swerve.testing import FakeProvider, Fault, Reply
 
 from . import _wire
@@ -35,6 +36,14 @@ def fake() -> Iterator[FakeProvider]:
 def client() -> Iterator[httpx.Client]:
     with httpx.Client() as c:
         yield c
+
+
+def cool(health: MemoryHealth, route: str, clock: FakeClock, seconds: float) -> None:
+    health.cool_down(route, clock.now, CooldownRule(seconds, seconds))
+
+
+def cooling_until(health: MemoryHealth, route: str, clock: FakeClock) -> float | None:
+    return {r.route: r.degraded_until for r in health.snapshot(clock.now)}.get(route)
 
 
 def seed_config(**kw: Any) -> FallbackConfig:
@@ -131,12 +140,12 @@ def test_cooldown_walk_with_a_cycle_starts_on_the_requested_route(
     third = "third/model-c"
     fo = make_failover(FallbackConfig(fallbacks={P: F, F: third, third: P}))
     for route in (P, F, third):
-        health.mark_degraded(route, clock.now + 30)
+        cool(health, route, clock, 30)
     result = fo.call(P, lambda a: _wire.complete(client, fake, a))
     assert str(result.route) == P
     health.clear()
-    health.mark_degraded(P, clock.now + 30)
-    health.mark_degraded(F, clock.now + 30)
+    cool(health, P, clock, 30)
+    cool(health, F, clock, 30)
     assert str(fo.call(P, lambda a: _wire.complete(client, fake, a)).route) == third
 
 
@@ -147,24 +156,30 @@ def test_refailure_extends_the_cooldown(
     fo = make_failover(FallbackConfig(fallbacks={P: F}, max_retries=0, cooldown_s=60))
     fake.set_fault("primary", Fault.status(503))
     fo.call(P, lambda a: _wire.complete(client, fake, a))
-    first = health.degraded_until(P)
+    first = cooling_until(health, P, clock)
     assert first == clock.now + 60
     clock.advance(59)
     # Pinned to the primary (no fallback for this route) while it is still cooling.
     pinned = make_failover(FallbackConfig(max_retries=0, cooldown_s=60))
     with pytest.raises(httpx.HTTPStatusError):
         pinned.call(P, lambda a: _wire.complete(client, fake, a))
-    assert health.degraded_until(P) == clock.now + 60 > first  # type: ignore[operator]
+    assert cooling_until(health, P, clock) == clock.now + 60 > first  # type: ignore[operator]
 
 
-def test_retry_after_sets_the_cooldown(
+def test_retry_after_sets_the_cooldown_within_its_cap(
     make_failover: Any, fake: FakeProvider, client: httpx.Client, clock: FakeClock,
     health: MemoryHealth,
 ) -> None:  # fmt: skip
-    fo = make_failover(FallbackConfig(fallbacks={P: F}, max_retries=0, cooldown_s=30))
+    config = FallbackConfig(fallbacks={P: F}, max_retries=0, cooldown_s=30, cooldown_max_s=600)
+    fo = make_failover(config)
     fake.set_fault("primary", Fault.status(429, retry_after=300))
     assert str(fo.call(P, lambda a: _wire.complete(client, fake, a)).route) == F
-    assert health.degraded_until(P) == clock.now + 300
+    assert cooling_until(health, P, clock) == clock.now + 300
+    # A server asking for a day is held to the longest cooldown; a probe checks after that.
+    health.clear()
+    fake.set_fault("primary", Fault.status(429, retry_after=86_400))
+    assert str(fo.call(P, lambda a: _wire.complete(client, fake, a)).route) == F
+    assert cooling_until(health, P, clock) == clock.now + 600
 
 
 def test_not_qualifying_errors_surface_at_once_without_cooldown(
@@ -562,7 +577,7 @@ def test_pinned_call_neither_walks_nor_swaps(
     health: MemoryHealth,
 ) -> None:  # fmt: skip
     fo = make_failover(seed_config(max_retries=1))
-    health.mark_degraded(P, clock.now + 60)  # a normal call would start on the fallback
+    cool(health, P, clock, 60)  # a normal call would start on the fallback
     assert str(fo.call(P, lambda a: _wire.complete(client, fake, a), pin=True).route) == P
     fake.set_fault("primary", Fault.status(503))
     with pytest.raises(httpx.HTTPStatusError):

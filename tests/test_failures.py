@@ -146,11 +146,6 @@ def test_exception_with_bare_status_code_attribute() -> None:
     )
 
 
-def test_retryable_follows_kind() -> None:
-    assert classify(_response(503)).retryable
-    assert not classify(_response(401)).retryable
-
-
 # --- 429 vs quota ---------------------------------------------------------------------------
 
 

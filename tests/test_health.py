@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 from swerve import BreakerConfig, MemoryHealth
-from swerve.health import Admission, BreakerState, HealthStore, Outcome
+from swerve.health import Admission, BreakerState, CooldownRule, HealthStore, Outcome
 
 R = "anthropic/claude-sonnet-5"
 CFG = BreakerConfig(
@@ -17,19 +17,86 @@ def test_memory_health_is_a_health_store() -> None:
     assert isinstance(MemoryHealth(), HealthStore)
 
 
+RULE = CooldownRule(base_s=10, max_s=60)
+
+
 def test_cooldown_extends_never_shortens() -> None:
     h = MemoryHealth()
-    assert h.mark_degraded(R, 100.0) == 100.0
-    assert h.mark_degraded(R, 50.0) == 100.0
-    assert h.mark_degraded(R, 150.0) == 150.0
+    assert h.cool_down(R, 0.0, CooldownRule(100, 100)).until == 100.0
+    assert h.cool_down(R, 20.0, CooldownRule(10, 10)).until == 100.0  # shorter: kept
+    extended = h.cool_down(R, 90.0, CooldownRule(60, 60))
+    assert (extended.until, extended.seconds, extended.streak) == (150.0, 60.0, 0)
     assert R in h.unavailable(149.0)
-    assert R not in h.unavailable(150.0)
     assert "other/route" not in h.unavailable(0.0)
+
+
+def test_cooldown_doubles_per_failed_probe_up_to_its_cap_and_a_success_resets_it() -> None:
+    h = MemoryHealth()
+    lengths = []
+    now = 0.0
+    for _ in range(5):  # each failure lands after the cooldown ended: a failed probe
+        cooldown = h.cool_down(R, now, RULE)
+        lengths.append((cooldown.seconds, cooldown.streak))
+        now = cooldown.until
+    assert lengths == [(10, 0), (20, 1), (40, 2), (60, 3), (60, 4)]
+    assert h.recovered(R, now)
+    assert h.cool_down(R, now + 1, RULE).seconds == 10  # a new outage starts short again
+
+
+def test_retry_after_sets_a_floor_that_the_cap_bounds() -> None:
+    h = MemoryHealth()
+    assert h.cool_down(R, 0.0, CooldownRule(10, 60, floor_s=45)).seconds == 45
+    assert h.cool_down("b/y", 0.0, CooldownRule(10, 60, floor_s=1e11)).seconds == 60
+
+
+def test_a_recovering_route_admits_exactly_one_probe_until_its_verdict() -> None:
+    h = MemoryHealth()
+    h.cool_down(R, 0.0, RULE)
+    assert not h.probe_due(R, 5.0) and R in h.unavailable(5.0)
+    # The cooldown is over: the route is still walked past, but its probe is free.
+    assert h.probe_due(R, 10.0) and R not in h.unavailable(10.0)
+    claims = [h.claim_probe(R, 10.0, lease_s=30) for _ in range(3)]
+    assert claims == [True, False, False]
+    assert R in h.unavailable(11.0) and not h.probe_due(R, 11.0)
+    # A lease that outlives its holder frees the probe by itself.
+    assert h.probe_due(R, 40.0) and h.claim_probe(R, 40.0, lease_s=30)
+    h.release_probe(R)
+    assert h.probe_due(R, 41.0)
+    snap = {r.route: r for r in h.snapshot(41.0)}
+    assert snap[R].recovering and snap[R].degraded and snap[R].degraded_until is None
+    assert h.recovered(R, 41.0)
+    assert R not in h.unavailable(41.0) and not h.probe_due(R, 41.0)
+    assert not h.recovered(R, 42.0)  # already healthy: nothing to report
+
+
+def test_a_success_while_still_cooling_shortens_nothing() -> None:
+    h = MemoryHealth()
+    h.cool_down(R, 0.0, RULE)
+    assert not h.recovered(R, 5.0)
+    assert R in h.unavailable(5.0)
+
+
+def test_concurrent_claims_admit_exactly_one() -> None:
+    h = MemoryHealth()
+    h.cool_down(R, 0.0, RULE)
+    start = threading.Barrier(16)
+    won: list[bool] = []
+
+    def claim() -> None:
+        start.wait()
+        won.append(h.claim_probe(R, 10.0, lease_s=30))
+
+    threads = [threading.Thread(target=claim) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(won) == [False] * 15 + [True]
 
 
 def test_clear_forgets_cooldowns_and_breakers() -> None:
     h = MemoryHealth()
-    h.mark_degraded(R, 100.0)
+    h.cool_down(R, 0.0, RULE)
     for _ in range(4):
         h.record(R, Outcome.FAILURE, 0.0, CFG, probe=False)
     h.clear()
@@ -128,9 +195,10 @@ def test_disabled_breaker_never_rejects() -> None:
 
 def test_snapshot_reports_cooling_and_breaker_state() -> None:
     h = MemoryHealth()
-    h.mark_degraded("a/x", 50.0)
+    h.cool_down("a/x", 0.0, CooldownRule(50, 50))
     _open(h)
     snap = {r.route: r for r in h.snapshot(5.0)}
-    assert snap["a/x"].degraded_until == 50.0
-    assert snap[R].breaker is BreakerState.OPEN
-    assert {r.route: r.degraded_until for r in h.snapshot(60.0)}["a/x"] is None
+    assert snap["a/x"].degraded_until == 50.0 and snap["a/x"].degraded
+    assert snap[R].breaker is BreakerState.OPEN and snap[R].degraded
+    later = {r.route: r for r in h.snapshot(60.0)}["a/x"]
+    assert later.degraded_until is None and later.recovering and later.degraded

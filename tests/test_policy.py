@@ -50,12 +50,17 @@ def test_backoff_is_capped_and_jittered() -> None:
     ) == Retry(1.0)
 
 
-def test_retry_after_sets_the_wait_up_to_its_cap() -> None:
-    config = FallbackConfig(retry_after_max_s=10)
+def test_retry_after_within_its_cap_is_waited_beyond_it_swaps() -> None:
+    config = FallbackConfig(fallbacks={A: B}, retry_after_max_s=10)
     hinted = Failure(FailureKind.RATE_LIMITED, status=429, retry_after=3.5)
     assert decide(config, hinted, requested=A, current=A, retries=0, swaps=0) == Retry(3.5)
+    # The server asks for longer than the config accepts: another route, not a short wait.
     huge = Failure(FailureKind.RATE_LIMITED, status=429, retry_after=900)
-    assert decide(config, huge, requested=A, current=A, retries=0, swaps=0) == Retry(10)
+    assert decide(config, huge, requested=A, current=A, retries=0, swaps=0) == Swap(B)
+    lone = FallbackConfig(retry_after_max_s=10)
+    assert decide(lone, huge, requested=A, current=A, retries=0, swaps=0) == GiveUp(
+        GiveUpReason.NO_FALLBACK, qualifying=True
+    )
 
 
 @pytest.mark.parametrize(

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import threading
-from typing import Annotated, Self
+from typing import Annotated, Literal, Self
 
 from pydantic import (
     AliasChoices,
@@ -19,17 +20,58 @@ from pydantic import (
 )
 
 from ._routes import Route
+from .failures import FailureKind
 
-__all__ = ["DEFAULT_ENV_VAR", "BreakerConfig", "ConfigError", "EnvConfig", "FallbackConfig"]
+__all__ = [
+    "DEFAULT_ACTIONS",
+    "DEFAULT_ENV_VAR",
+    "Action",
+    "BreakerConfig",
+    "ConfigError",
+    "EnvConfig",
+    "FallbackConfig",
+]
 
 DEFAULT_ENV_VAR = "SWERVE_FALLBACK_CONFIG"
 DEFAULT_FALLBACK_ON = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 
+Action = Literal["retry", "swap", "surface"]
+"""What a failure of a kind does: ``retry`` the route (then swap once the retries are spent),
+``swap`` at once, or ``surface`` the error."""
+
+# What each failure means, by default. A hang is rarely for one request only, so a timeout
+# swaps at once; a server that says when to come back (Retry-After) is retried; a property of
+# the prompt or the account surfaces, because another route would fail the same way.
+DEFAULT_ACTIONS: dict[FailureKind, Action] = {
+    FailureKind.TIMEOUT: "swap",
+    FailureKind.RATE_LIMITED: "retry",
+    FailureKind.OVERLOADED: "retry",
+    FailureKind.SERVER_ERROR: "retry",
+    FailureKind.UNAVAILABLE: "retry",
+    FailureKind.TRANSPORT: "retry",
+    FailureKind.INCOMPLETE: "retry",
+    FailureKind.BREAKER_OPEN: "swap",
+    FailureKind.CONTEXT_OVERFLOW: "surface",
+    FailureKind.CONTENT_FILTER: "surface",
+    FailureKind.INVALID_REQUEST: "surface",
+    FailureKind.AUTH: "surface",
+    FailureKind.QUOTA: "surface",
+    FailureKind.UNKNOWN: "surface",
+}
+# One attempt's allowance in the default bound of a call when attempt_timeout_s is unset:
+# the default request timeout of the openai and anthropic SDKs.
+DEFAULT_ATTEMPT_ALLOWANCE_S = 600.0
+# The longest the default cooldown grows to, unless cooldown_s is already longer.
+DEFAULT_COOLDOWN_MAX_S = 30.0
+
+FallbackMap = dict[str, str | list[str]]
+
 _log = logging.getLogger("swerve")
 
 NonNegInt = Annotated[int, Field(ge=0, strict=True)]
-PosFloat = Annotated[float, Field(gt=0)]
-NonNegFloat = Annotated[float, Field(ge=0)]
+# Finite: an infinite wait or limit is a hang by configuration.
+PosFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
 
 class ConfigError(ValueError):
@@ -72,10 +114,20 @@ class FallbackConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
-    fallbacks: dict[str, str | list[str]] = Field(
+    fallbacks: FallbackMap = Field(
         default_factory=dict, validation_alias=AliasChoices("fallbacks", "fallbackModelsByModel")
     )
     """Route -> sibling route, or an ordered chain of routes to try after it."""
+    fallbacks_by_failure: dict[FailureKind, FallbackMap] = Field(
+        default_factory=dict,
+        validation_alias=AliasChoices("fallbacks_by_failure", "fallbacksByFailure"),
+    )
+    """Failure kind -> a map like ``fallbacks``, followed for failures of that kind (e.g.
+    ``context_overflow`` to a larger-window model), even for kinds that otherwise surface."""
+    on_failure: dict[FailureKind, Action] = Field(
+        default_factory=dict, validation_alias=AliasChoices("on_failure", "onFailure")
+    )
+    """Failure kind -> ``retry``, ``swap`` or ``surface``, over :data:`DEFAULT_ACTIONS`."""
     fallback_on: frozenset[int] = Field(
         default=DEFAULT_FALLBACK_ON,
         validation_alias=AliasChoices("fallback_on", "fallbackOnErrors"),
@@ -90,9 +142,15 @@ class FallbackConfig(BaseModel):
     )
     """Same-route retries, counted since the last swap."""
     cooldown_s: NonNegFloat = Field(
-        default=60.0, validation_alias=AliasChoices("cooldown_s", "cooldownSeconds")
+        default=5.0, validation_alias=AliasChoices("cooldown_s", "cooldownSeconds")
     )
-    """How long a failed route stays degraded (at least the failure's Retry-After)."""
+    """The first cooldown of a failed route; it doubles each time the route's recovery probe
+    fails, up to ``cooldown_max_s``, and a success resets it."""
+    cooldown_max_s: NonNegFloat | None = Field(
+        default=None, validation_alias=AliasChoices("cooldown_max_s", "cooldownMaxSeconds")
+    )
+    """The longest cooldown, Retry-After included (default: 30 s, or ``cooldown_s`` if
+    longer). Equal to ``cooldown_s``, every cooldown has the same length."""
     backoff_initial_s: NonNegFloat = 2.0
     backoff_factor: Annotated[float, Field(ge=1)] = 2.0
     backoff_max_s: NonNegFloat = 30.0
@@ -104,22 +162,64 @@ class FallbackConfig(BaseModel):
     first_token_timeout_s: PosFloat | None = None
     stall_timeout_s: PosFloat | None = None
     deadline_s: PosFloat | None = None
-    """Total time per call, waits included."""
+    """Total time per call, waits included (default: :attr:`call_bound_s`, from the budgets)."""
     breaker: BreakerConfig = Field(default_factory=BreakerConfig)
 
     @field_validator("fallbacks")
     @classmethod
-    def _routes(cls, value: dict[str, str | list[str]]) -> dict[str, str | list[str]]:
-        for key, target in value.items():
-            _check_route(key, f"key {key!r}")
-            targets = [target] if isinstance(target, str) else target
-            if not targets:
-                raise ValueError(f"fallbacks[{key!r}] is an empty chain")
-            for item in targets:
-                _check_route(item, f"fallbacks[{key!r}] value {item!r}")
-                if item == key:
-                    raise ValueError(f"fallbacks[{key!r}] names the route itself")
+    def _routes(cls, value: FallbackMap) -> FallbackMap:
+        return _check_map(value, "fallbacks")
+
+    @field_validator("fallbacks_by_failure")
+    @classmethod
+    def _kind_routes(cls, value: dict[FailureKind, FallbackMap]) -> dict[FailureKind, FallbackMap]:
+        if FailureKind.ABORTED in value:
+            raise ValueError("aborted: a cancelled call never moves to another route")
+        for kind, mapping in value.items():
+            _check_map(mapping, f"fallbacks_by_failure[{kind.value!r}]")
         return value
+
+    @field_validator("on_failure")
+    @classmethod
+    def _actions(cls, value: dict[FailureKind, Action]) -> dict[FailureKind, Action]:
+        if FailureKind.ABORTED in value:
+            raise ValueError("aborted: cancellation always surfaces; it is not configurable")
+        return value
+
+    @model_validator(mode="after")
+    def _cooldown_bounds(self) -> Self:
+        if self.cooldown_max_s is not None and self.cooldown_max_s < self.cooldown_s:
+            raise ValueError(
+                f"cooldown_max_s ({self.cooldown_max_s:g}) is below cooldown_s "
+                f"({self.cooldown_s:g}); set both to the same value for a fixed cooldown"
+            )
+        return self
+
+    def action(self, kind: FailureKind) -> Action:
+        """What a failure of ``kind`` does under this config (``aborted`` always surfaces)."""
+        if kind is FailureKind.ABORTED:
+            return "surface"
+        return self.on_failure.get(kind) or DEFAULT_ACTIONS.get(kind, "surface")
+
+    @property
+    def longest_cooldown_s(self) -> float:
+        """``cooldown_max_s`` as it applies: its default is 30 s, or ``cooldown_s`` if longer."""
+        if self.cooldown_max_s is not None:
+            return self.cooldown_max_s
+        return max(self.cooldown_s, DEFAULT_COOLDOWN_MAX_S)
+
+    @property
+    def call_bound_s(self) -> float:
+        """The longest one call may take, waits and restarts included: ``deadline_s`` when set,
+        else every attempt the budgets allow at its time limit (``attempt_timeout_s``, or 600 s
+        when unset) plus every wait at its cap."""
+        if self.deadline_s is not None:
+            return self.deadline_s
+        attempt = self.attempt_timeout_s or DEFAULT_ATTEMPT_ALLOWANCE_S
+        wait = max(self.backoff_max_s, self.retry_after_max_s)
+        per_route = (self.max_retries + 1) * attempt + self.max_retries * wait
+        bound = (self.max_swaps + 1) * per_route
+        return bound if math.isfinite(bound) else DEFAULT_ATTEMPT_ALLOWANCE_S
 
     @field_validator("fallback_on")
     @classmethod
@@ -161,6 +261,19 @@ class FallbackConfig(BaseModel):
         if not text.strip():
             return None
         return cls.from_json(text, source=f"${var}")
+
+
+def _check_map(value: FallbackMap, name: str) -> FallbackMap:
+    for key, target in value.items():
+        _check_route(key, f"key {key!r}")
+        targets = [target] if isinstance(target, str) else target
+        if not targets:
+            raise ValueError(f"{name}[{key!r}] is an empty chain")
+        for item in targets:
+            _check_route(item, f"{name}[{key!r}] value {item!r}")
+            if item == key:
+                raise ValueError(f"{name}[{key!r}] names the route itself")
+    return value
 
 
 def _check_route(value: object, where: str) -> None:

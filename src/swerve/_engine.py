@@ -18,6 +18,7 @@ from collections.abc import (
     AsyncIterator,
     Awaitable,
     Callable,
+    Container,
     Generator,
     Iterable,
     Iterator,
@@ -33,11 +34,19 @@ from opentelemetry.util.types import AttributeValue
 from . import policy
 from ._config import DEFAULT_ENV_VAR, EnvConfig, FallbackConfig
 from ._routes import Route
-from .failures import AttemptTimeout, CircuitOpenError, Failure, IncompleteStreamError, classify
-from .health import Admission, HealthStore, MemoryHealth, Outcome
+from .failures import (
+    AttemptTimeout,
+    CircuitOpenError,
+    Failure,
+    FailureKind,
+    IncompleteStreamError,
+    classify,
+)
+from .health import Admission, CooldownRule, HealthStore, MemoryHealth, Outcome
 from .policy import GiveUp, GiveUpReason, Retry, Swap
 from .telemetry import (
     ATTEMPT_OUTCOME,
+    ATTEMPT_PROBE,
     CALL_ATTEMPTS,
     CALL_RETRIES,
     CALL_SWAPS,
@@ -69,6 +78,9 @@ C = TypeVar("C")
 PartKind = Literal["text", "reasoning", "tool_call", "other"]
 MidStream = Literal["error", "restart"]
 _ABORTS = (GeneratorExit, KeyboardInterrupt, asyncio.CancelledError, SystemExit)
+# How long a recovery probe holds its route when attempts have no time limit of their own:
+# a probe that never answers must not keep every other call off the route for long.
+PROBE_LEASE_S = 60.0
 
 
 class Attempt:
@@ -429,7 +441,7 @@ class _Call:
         self.requested = requested
         self.telemetry = fo.telemetry
         self.t0 = fo._monotonic()
-        self.deadline = self.t0 + config.deadline_s if config.deadline_s else None
+        self.deadline = self.t0 + config.call_bound_s
         self.span = self.telemetry.start_call(
             fo.operation, str(requested), requested.provider, requested.model
         )
@@ -439,8 +451,10 @@ class _Call:
         self.records: list[AttemptRecord] = []
         self.retries = 0
         self.swaps = 0
-        start, skipped = policy.start_route(
-            config, str(requested), fo.health.unavailable(fo._clock())
+        self.probing: str | None = None  # the route whose recovery probe this call holds
+        self.lease_s = config.attempt_timeout_s or min(config.call_bound_s, PROBE_LEASE_S)
+        start, skipped = self._choose(
+            lambda degraded: policy.start_route(config, str(requested), degraded)
         )
         for route in skipped:
             self.telemetry.route_skipped(self.span, route)
@@ -457,8 +471,7 @@ class _Call:
     def _limits(self, committed: bool) -> Iterator[tuple[str, float]]:
         """Absolute (monotonic) ends of the limits that apply to the next wait."""
         c = self.config
-        if self.deadline is not None:
-            yield "deadline", self.deadline
+        yield "deadline", self.deadline
         if c.attempt_timeout_s is not None:
             yield "attempt", self.attempt_t0 + c.attempt_timeout_s
         if not committed and c.first_token_timeout_s is not None:
@@ -480,8 +493,8 @@ class _Call:
             if now > end:
                 raise AttemptTimeout(limit, now - self.attempt_t0)
 
-    def remaining(self) -> float | None:
-        return None if self.deadline is None else self.deadline - self.fo._monotonic()
+    def remaining(self) -> float:
+        return self.deadline - self.fo._monotonic()
 
     # -- attempts -----------------------------------------------------------------------------
     def begin(self) -> Attempt:
@@ -509,13 +522,14 @@ class _Call:
             self.swaps,
             self.context,
         )
+        if self.probing == str(route):
+            self.attempt_span.set_attribute(ATTEMPT_PROBE, True)
         return self.attempt
 
     def admit(self) -> None:
         """Ask the breaker; raises :class:`CircuitOpenError` (a failure like any other) if not."""
-        remaining = self.remaining()
-        if remaining is not None and remaining <= 0:
-            raise AttemptTimeout("deadline", self.config.deadline_s or 0.0)
+        if self.remaining() <= 0:
+            raise AttemptTimeout("deadline", self.config.call_bound_s)
         admission, transition = self.fo.health.admit(
             str(self.current), self.fo._clock(), self.config.breaker
         )
@@ -574,16 +588,55 @@ class _Call:
     def succeeded(self) -> None:
         self._record_health(Outcome.SUCCESS)
         self._end_attempt("success", None)
-        self.served = self.current
+        self.served = route = self.current
+        # A success on a recovering route is its probe's verdict: the route is healthy again
+        # (any call may deliver it: a pinned one, or one with nowhere else to go).
+        if self.fo.health.recovered(str(route), self.fo._clock()):
+            self.telemetry.probe(self.span, str(route), "success")
+        if self.probing == str(route):
+            self.probing = None
+
+    # -- route choice -------------------------------------------------------------------------
+    def _choose(self, pick: Callable[[Container[str]], T]) -> T:
+        """Run a route choice of the policy's, claiming the probe of the route it lands on when
+        that route is recovering; a probe someone else took sends the walk past it."""
+        health, now = self.fo.health, self.fo._clock()
+        blocked: set[str] = set()
+        while True:
+            choice = pick(_Either(health.unavailable(now), blocked))
+            route = _target(choice)
+            if (
+                route is None
+                or route in blocked
+                or not health.probe_due(route, now)
+                or route == self.probing
+            ):
+                return choice
+            if health.claim_probe(route, now, self.lease_s):
+                self._release_probe()  # a call holds one probe at a time
+                self.probing = route
+                return choice
+            blocked.add(route)  # taken since the walk looked: walk past it like the others
+
+    def _release_probe(self) -> None:
+        if self.probing is not None:
+            self.fo.health.release_probe(self.probing)
+            self.telemetry.probe(self.span, self.probing, "inconclusive")
+            self.probing = None
 
     def _cool_down(self, failure: Failure) -> None:
-        seconds = max(self.config.cooldown_s, failure.retry_after or 0.0)
-        if seconds <= 0:
+        config, route = self.config, str(self.current)
+        if config.cooldown_s <= 0 and not failure.retry_after:
+            if self.probing == route:
+                self._release_probe()
             return
-        now = self.fo._clock()
-        route = str(self.current)
-        until = self.fo.health.mark_degraded(route, now + seconds)
-        self.telemetry.cooldown(self.span, route, until - now, until)
+        longest = config.longest_cooldown_s
+        rule = CooldownRule(config.cooldown_s, longest, min(failure.retry_after or 0.0, longest))
+        cooldown = self.fo.health.cool_down(route, self.fo._clock(), rule)
+        self.telemetry.cooldown(self.span, route, cooldown.seconds, cooldown.until)
+        if self.probing == route:
+            self.telemetry.probe(self.span, route, "failure")
+            self.probing = None
 
     def failed(self, exc: BaseException, discarded: Counter[str] | None = None) -> policy.Decision:
         """Account for a failed attempt and decide what comes next."""
@@ -596,30 +649,40 @@ class _Call:
             "aborted" if aborted else "rejected" if isinstance(exc, CircuitOpenError) else "failure"
         )
         self._end_attempt(outcome, failure)
+        source = str(self.current)
         if discarded:
-            self.telemetry.partial_discarded(self.span, str(self.current), discarded)
+            self.telemetry.partial_discarded(self.span, source, discarded)
         if aborted:
             # Cancellation is the caller's decision, never a reason to move.
+            self._release_probe()
             return GiveUp(GiveUpReason.NOT_QUALIFYING, qualifying=False)
-        decision = policy.decide(
-            config,
-            failure,
-            requested=str(self.requested),
-            current=str(self.current),
-            retries=self.retries,
-            swaps=self.swaps,
-            degraded=self.fo.health.unavailable(self.fo._clock()),
-            effects=bool(self.attempt.effects),
-            remaining_s=self.remaining(),
-            rand=self.fo._random,
+        probe = self.probing == source
+        # A breaker that refused the attempt already keeps calls off the route.
+        blame = qualifying and failure.kind is not FailureKind.BREAKER_OPEN
+        decision = self._choose(
+            lambda degraded: policy.decide(
+                config,
+                failure,
+                requested=str(self.requested),
+                current=source,
+                retries=self.retries,
+                swaps=self.swaps,
+                degraded=degraded,
+                effects=bool(self.attempt.effects),
+                remaining_s=self.remaining(),
+                probe=probe,
+                rand=self.fo._random,
+            )
         )
-        source = str(self.current)
         if isinstance(decision, Retry):
             self.retries += 1
             self.telemetry.retry(self.span, source, self.attempt.number, decision.delay, failure)
-        elif isinstance(decision, Swap):
-            if failure.kind.value != "breaker_open":
-                self._cool_down(failure)
+            return decision
+        if blame:
+            self._cool_down(failure)
+        elif probe:
+            self._release_probe()  # says nothing about the route: the next call may probe
+        if isinstance(decision, Swap):
             for skipped in decision.skipped:
                 self.telemetry.route_skipped(self.span, skipped)
             self.swaps += 1
@@ -627,8 +690,6 @@ class _Call:
             self.telemetry.swap(self.span, source, decision.route, failure.kind.value, self.swaps)
             self.current = self.fo.route(decision.route)
         else:
-            if decision.qualifying and failure.kind.value != "breaker_open":
-                self._cool_down(failure)
             self.telemetry.swap_declined(self.span, source, decision.reason.value)
         return decision
 
@@ -640,6 +701,8 @@ class _Call:
         self._end_attempt("failure", failure)
         if qualifying:
             self._cool_down(failure)
+        else:
+            self._release_probe()
         self.telemetry.swap_declined(self.span, str(self.current), "mid_stream")
         error = MidStreamError(self.current, self.requested, failure, partial)
         error.__cause__ = exc
@@ -667,6 +730,7 @@ class _Call:
         return Result(value, served, self.requested, tuple(self.records))
 
     def finish_error(self, exc: BaseException) -> None:
+        self._release_probe()  # the call ended on an error of its own, not the route's
         if not self.span.is_recording():
             return
         failure = classify(
@@ -683,6 +747,28 @@ class _Call:
 
     def result(self, value: T) -> Result[T]:
         return Result(value, self.served or self.current, self.requested, tuple(self.records))
+
+
+def _target(choice: object) -> str | None:
+    """The route a start (``(route, skipped)``) or a :class:`Swap` lands on."""
+    if isinstance(choice, Swap):
+        return choice.route
+    if isinstance(choice, tuple) and choice and isinstance(choice[0], str):
+        return choice[0]
+    return None
+
+
+class _Either:
+    """The store's routes to walk past, plus those this call found taken, without copying."""
+
+    __slots__ = ("_base", "_extra")
+
+    def __init__(self, base: Container[str], extra: set[str]) -> None:
+        self._base = base
+        self._extra = extra
+
+    def __contains__(self, route: object) -> bool:
+        return route in self._extra or route in self._base
 
 
 def _annotate(exc: BaseException, requested: Route, records: list[AttemptRecord]) -> None:

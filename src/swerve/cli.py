@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry.sdk.trace import SpanProcessor
 
 from ._config import DEFAULT_ENV_VAR, ConfigError, FallbackConfig
+from .failures import FailureKind, status_kind
 from .policy import next_route
 
 if TYPE_CHECKING:
@@ -127,11 +128,49 @@ def _config_check(file: Path | None, var: str | None) -> int:
         print("max_swaps is 0: swerve is off, calls pass straight through.")
     print(
         f"retries per route: {config.max_retries}, swaps per call: {config.max_swaps}, "
-        f"cooldown: {config.cooldown_s:g}s, statuses: {sorted(config.fallback_on)}"
+        f"statuses: {sorted(config.fallback_on)}"
     )
+    print(
+        f"cooldown: {config.cooldown_s:g}s, doubling per failed probe up to "
+        f"{config.longest_cooldown_s:g}s; one probe per route when it ends"
+    )
+    print(f"a call takes at most {config.call_bound_s:g}s, waits included")
+    print("on failure (an HTTP status not in the list above always surfaces):")
+    for kind, what in _policy_table(config):
+        print(f"  {kind:<17} {what}")
+    if config.fallbacks:
+        print("chains:")
     for route in config.fallbacks:
         print(f"  {' -> '.join(_chain(config, route))}")
     return 0
+
+
+_ACTION_TEXT = {"retry": "retry, then swap", "swap": "swap at once", "surface": "surface"}
+
+
+def _policy_table(config: FallbackConfig) -> list[tuple[str, str]]:
+    """Each failure kind and what it does under ``config``, as `swerve config check` shows it."""
+    rows = []
+    for kind in FailureKind:
+        if kind is FailureKind.ABORTED:
+            continue
+        act = config.action(kind)
+        what = _ACTION_TEXT[act]
+        if kind is FailureKind.RATE_LIMITED and act == "retry":
+            what += f" (waits a Retry-After up to {config.retry_after_max_s:g}s; longer swaps)"
+        listed = [
+            str(status)
+            for status in sorted(config.fallback_on)
+            if status_kind(status) is kind and act == "surface" and kind not in config.on_failure
+        ]
+        if listed:
+            what += f"; HTTP {', '.join(listed)} swap at once (listed in fallback_on)"
+        mapping = config.fallbacks_by_failure.get(kind)
+        if mapping:
+            routes = ", ".join(f"{k} -> {v}" for k, v in mapping.items())
+            what += f"; from a mapped route it swaps: {routes}"
+        rows.append((kind.value, what))
+    return rows
 
 
 def _chain(config: FallbackConfig, requested: str) -> list[str]:
@@ -302,8 +341,8 @@ def _run_demo(
             f"{fake.requests('openrouter')} requests to the primary so far"
         )
 
-        console.rule("3. cooldown over; the primary streams an error inside a 200")
-        time.sleep(config.cooldown_s)
+        console.rule("3. cooldown over: one probe; the primary streams an error inside a 200")
+        _wait_out_cooldown(failover, PRIMARY)
         fake.set_fault("openrouter", Fault.error_before_content("openrouter", 503))
         fake.set_fault("anthropic", Fault.ok())
         stream = failover.stream(PRIMARY, chunks, spec)
@@ -311,8 +350,8 @@ def _run_demo(
         live.flush()
         console.print(f"[green]streamed[/] from [bold]{stream.route}[/]: {text!r}")
 
-        console.rule("4. recovery")
-        time.sleep(config.cooldown_s)
+        console.rule("4. recovery: the next probe succeeds and traffic returns")
+        _wait_out_cooldown(failover, PRIMARY)
         fake.set_fault("openrouter", Fault.ok())
         result = failover.call(PRIMARY, complete)
         live.flush()
@@ -325,6 +364,13 @@ def _run_demo(
         # Inside the demo's scope: the route gauges report the health store while it lives.
         console.print(f"serving metrics for {hold:g}s more (Ctrl-C stops)")
         time.sleep(hold)
+
+
+def _wait_out_cooldown(failover: Any, route: str) -> None:
+    """Sleep until ``route``'s cooldown (which grows after a failed probe) is over."""
+    for health in failover.health.snapshot(time.time()):
+        if health.route == route and health.degraded_until is not None:
+            time.sleep(max(health.degraded_until - time.time(), 0.0) + 0.01)
 
 
 def _delta(chunk: dict[str, Any]) -> str:

@@ -31,8 +31,10 @@ __all__ = [
     "FailureKind",
     "InStreamError",
     "IncompleteStreamError",
+    "MalformedStreamError",
     "classify",
     "parse_retry_after",
+    "status_kind",
 ]
 
 
@@ -56,32 +58,6 @@ class FailureKind(StrEnum):
     UNKNOWN = "unknown"
 
 
-# Kinds another attempt on the same route may fix (after a wait).
-RETRYABLE_KINDS = frozenset(
-    {
-        FailureKind.RATE_LIMITED,
-        FailureKind.OVERLOADED,
-        FailureKind.SERVER_ERROR,
-        FailureKind.UNAVAILABLE,
-        FailureKind.TRANSPORT,
-        FailureKind.TIMEOUT,
-        FailureKind.INCOMPLETE,
-    }
-)
-# Kinds that qualify for failover without any HTTP status (the request never got an answer).
-STATUSLESS_QUALIFYING_KINDS = frozenset(
-    {
-        FailureKind.TRANSPORT,
-        FailureKind.TIMEOUT,
-        FailureKind.INCOMPLETE,
-        FailureKind.BREAKER_OPEN,
-    }
-)
-# Kinds that never move a call to another route, whatever the configured statuses say: the
-# caller's own doing (cancellation) or a property of the prompt (too long for the model).
-NEVER_SWAP_KINDS = frozenset({FailureKind.ABORTED, FailureKind.CONTEXT_OVERFLOW})
-
-
 @dataclass(frozen=True, slots=True)
 class Failure:
     """A classified error of one attempt.
@@ -100,11 +76,6 @@ class Failure:
     message: str = ""
     error_type: str = "unknown"
 
-    @property
-    def retryable(self) -> bool:
-        """Whether another attempt on the same route may succeed."""
-        return self.kind in RETRYABLE_KINDS
-
 
 class InStreamError(Exception):
     """An error payload found inside a stream (usually a 200 one); adapters raise it.
@@ -122,6 +93,14 @@ class InStreamError(Exception):
 
 class IncompleteStreamError(Exception):
     """A stream ended without its finish signal (``[DONE]``, ``message_stop``, ...)."""
+
+
+class MalformedStreamError(Exception):
+    """A stream chunk or event that cannot be decoded: the upstream broke its protocol.
+
+    A ``transport``-kind failure, like a reset: retried or swapped before content, restarted
+    after content in restart mode.
+    """
 
 
 class AttemptTimeout(TimeoutError):
@@ -317,6 +296,12 @@ def _from_exception(exc: BaseException, in_stream: bool) -> Failure | None:
         )
     if isinstance(exc, InStreamError):
         return _from_payload(exc.payload, in_stream=True, fallback_message=_exc_message(exc))
+    if isinstance(exc, MalformedStreamError | json.JSONDecodeError):
+        # An SDK that cannot decode a chunk raises JSONDecodeError from inside its stream:
+        # the upstream sent something that is not its protocol, which is the route's fault.
+        return Failure(
+            FailureKind.TRANSPORT, in_stream=in_stream, message=message, error_type="malformed"
+        )
 
     # HTTP status errors: httpx.HTTPStatusError (.response) and SDK errors (.status_code,
     # .response, .body); the SDKs are never imported.
@@ -479,7 +464,7 @@ def _from_parts(
     elif "insufficient_quota" in tokens or (status in (None, 400, 429) and _QUOTA_RE.search(text)):
         kind = FailureKind.QUOTA
     elif status is not None:
-        kind = _status_kind(status)
+        kind = status_kind(status)
     else:
         kind = FailureKind.UNKNOWN
 
@@ -497,7 +482,8 @@ def _from_parts(
     )
 
 
-def _status_kind(status: int) -> FailureKind:
+def status_kind(status: int) -> FailureKind:
+    """The kind an HTTP status stands for when nothing else is known about the failure."""
     if status in _STATUS_KINDS:
         return _STATUS_KINDS[status]
     if 500 <= status <= 599:

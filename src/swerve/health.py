@@ -21,6 +21,8 @@ __all__ = [
     "Breaker",
     "BreakerState",
     "BreakerTransition",
+    "Cooldown",
+    "CooldownRule",
     "HealthStore",
     "MemoryHealth",
     "Outcome",
@@ -56,9 +58,54 @@ class BreakerTransition:
 
 @dataclass(frozen=True, slots=True)
 class RouteHealth:
+    """One route as a store sees it. ``degraded_until`` is set while the route cools down;
+    ``recovering`` once its cooldown is over and until a call on it succeeds (its probe)."""
+
     route: str
     degraded_until: float | None
     breaker: BreakerState
+    recovering: bool = False
+
+    @property
+    def degraded(self) -> bool:
+        """Whether calls walk past the route: cooling, awaiting its probe, or breaker open."""
+        return bool(self.degraded_until) or self.recovering or self.breaker is BreakerState.OPEN
+
+
+_MAX_STREAK = 32  # doublings past this are far beyond any cap; it keeps 2**streak a float
+
+
+@dataclass(frozen=True, slots=True)
+class CooldownRule:
+    """How long a route cools down: ``base_s`` the first time, doubled for each failed probe
+    since the route last worked, never longer than ``max_s``; at least ``floor_s`` (what the
+    server asked for with Retry-After), which ``max_s`` bounds too."""
+
+    base_s: float
+    max_s: float
+    floor_s: float = 0.0
+
+    def seconds(self, streak: int) -> float:
+        grown = self.base_s * 2.0 ** min(streak, _MAX_STREAK)
+        return min(self.max_s, max(grown, self.floor_s))
+
+
+@dataclass(frozen=True, slots=True)
+class Cooldown:
+    """A cooldown as a store applied it: until when, how long from now, and ``streak``, the
+    failed probes since the route last worked (0 for the first cooldown of an outage)."""
+
+    route: str
+    until: float
+    seconds: float
+    streak: int
+
+
+@dataclass(slots=True)
+class _Cooling:
+    until: float
+    streak: int
+    lease_until: float = 0.0  # a recovery probe holds the route until then
 
 
 _MAX_OUTCOMES = 1000
@@ -140,16 +187,43 @@ class Breaker:
 
 @runtime_checkable
 class HealthStore(Protocol):
-    """Where route health lives. Every method is atomic with respect to the others."""
+    """Where route health lives. Every method is atomic with respect to the others.
 
-    def mark_degraded(self, route: str, until: float) -> float:
-        """Degrade ``route`` until ``until`` unless it already is for longer; the effective end."""
+    A failed route cools down (:meth:`cool_down`); when its cooldown ends it is *recovering*:
+    still walked past, except by the one call that claims its probe (:meth:`claim_probe`). A
+    success on it (:meth:`recovered`) makes it healthy and resets its cooldown; a failure
+    cools it down again, for longer.
+    """
+
+    def cool_down(self, route: str, now: float, rule: CooldownRule) -> Cooldown:
+        """Degrade ``route`` per ``rule``; never shortens a cooldown already running.
+
+        A failure while the route is recovering grows the cooldown (one more failed probe); a
+        failure while it is still cooling extends it at its current length. Ends any probe.
+        """
         ...
 
-    def degraded_until(self, route: str) -> float | None: ...
-
     def unavailable(self, now: float) -> Container[str]:
-        """Routes a call should walk past at ``now``: cooling down, or breaker open."""
+        """Routes a call should walk past at ``now``: cooling down, recovering with its probe
+        taken, or breaker open. A recovering route whose probe is free is not in it."""
+        ...
+
+    def probe_due(self, route: str, now: float) -> bool:
+        """Whether ``route`` is recovering and its probe is free to claim."""
+        ...
+
+    def claim_probe(self, route: str, now: float, lease_s: float) -> bool:
+        """Take ``route``'s probe for ``lease_s`` seconds; False if it is not due or taken."""
+        ...
+
+    def release_probe(self, route: str) -> None:
+        """Give the probe back without a verdict (the call was cancelled, or its failure says
+        nothing about the route); the next call may probe."""
+        ...
+
+    def recovered(self, route: str, now: float) -> bool:
+        """A call on ``route`` succeeded: if the route was recovering it is healthy again (True);
+        a success while it still cools down changes nothing (False)."""
         ...
 
     def admit(
@@ -174,27 +248,58 @@ class MemoryHealth:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._until: dict[str, float] = {}
+        self._cooling: dict[str, _Cooling] = {}
         self._breakers: dict[str, Breaker] = {}
 
-    def mark_degraded(self, route: str, until: float) -> float:
+    def cool_down(self, route: str, now: float, rule: CooldownRule) -> Cooldown:
         with self._lock:
-            # Never shortens: a new failure can only extend a cooldown.
-            effective = max(until, self._until.get(route, 0.0))
-            self._until[route] = effective
-            return effective
-
-    def degraded_until(self, route: str) -> float | None:
-        return self._until.get(route)
+            entry = self._cooling.get(route)
+            if entry is None:
+                streak, until = 0, 0.0
+            else:
+                # Failing again once its cooldown is over is a failed probe: cool longer.
+                streak = entry.streak + 1 if now >= entry.until else entry.streak
+                until = entry.until
+            until = max(until, now + rule.seconds(streak))  # never shortens
+            self._cooling[route] = _Cooling(until, streak)
+            return Cooldown(route, until, until - now, streak)
 
     def unavailable(self, now: float) -> Container[str]:
         return _Unavailable(self, now)
 
     def _is_unavailable(self, route: str, now: float) -> bool:
-        if self._until.get(route, 0.0) > now:
+        entry = self._cooling.get(route)
+        if entry is not None and (now < entry.until or now < entry.lease_until):
             return True
         breaker = self._breakers.get(route)
         return breaker is not None and breaker.state_at(now) is BreakerState.OPEN
+
+    def probe_due(self, route: str, now: float) -> bool:
+        entry = self._cooling.get(route)  # the hot path: one dict lookup for a healthy route
+        return entry is not None and now >= entry.until and now >= entry.lease_until
+
+    def claim_probe(self, route: str, now: float, lease_s: float) -> bool:
+        with self._lock:
+            if not self.probe_due(route, now):
+                return False
+            self._cooling[route].lease_until = now + lease_s
+            return True
+
+    def release_probe(self, route: str) -> None:
+        with self._lock:
+            entry = self._cooling.get(route)
+            if entry is not None:
+                entry.lease_until = 0.0
+
+    def recovered(self, route: str, now: float) -> bool:
+        if route not in self._cooling:  # the hot path: no lock for a healthy route
+            return False
+        with self._lock:
+            entry = self._cooling.get(route)
+            if entry is None or now < entry.until:
+                return False
+            del self._cooling[route]
+            return True
 
     def admit(
         self, route: str, now: float, config: BreakerConfig
@@ -222,19 +327,24 @@ class MemoryHealth:
 
     def snapshot(self, now: float) -> list[RouteHealth]:
         with self._lock:
-            routes = sorted(self._until.keys() | self._breakers.keys())
-            return [
-                RouteHealth(
-                    route,
-                    until if (until := self._until.get(route, 0.0)) > now else None,
-                    b.state_at(now) if (b := self._breakers.get(route)) else BreakerState.CLOSED,
+            routes = sorted(self._cooling.keys() | self._breakers.keys())
+            out = []
+            for route in routes:
+                entry = self._cooling.get(route)
+                breaker = self._breakers.get(route)
+                out.append(
+                    RouteHealth(
+                        route,
+                        entry.until if entry is not None and entry.until > now else None,
+                        breaker.state_at(now) if breaker is not None else BreakerState.CLOSED,
+                        recovering=entry is not None and entry.until <= now,
+                    )
                 )
-                for route in routes
-            ]
+            return out
 
     def clear(self) -> None:
         with self._lock:
-            self._until.clear()
+            self._cooling.clear()
             self._breakers.clear()
 
 

@@ -10,8 +10,8 @@ from collections.abc import Callable, Container, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 
-from ._config import FallbackConfig
-from .failures import NEVER_SWAP_KINDS, STATUSLESS_QUALIFYING_KINDS, Failure
+from ._config import Action, FallbackConfig, FallbackMap
+from .failures import Failure, FailureKind, status_kind
 
 __all__ = [
     "Decision",
@@ -19,12 +19,14 @@ __all__ = [
     "GiveUpReason",
     "Retry",
     "Swap",
+    "action",
     "backoff",
     "decide",
     "next_route",
     "qualifies",
     "start_route",
     "wait_bound",
+    "walk",
 ]
 
 
@@ -62,23 +64,47 @@ class GiveUp:
 Decision = Retry | Swap | GiveUp
 
 
+def action(config: FallbackConfig, failure: Failure) -> Action:
+    """What ``failure`` does: its kind's action (``on_failure`` over the defaults), where the
+    status list has the last word on HTTP statuses.
+
+    A status not in ``fallback_on`` is not the route's fault: it surfaces. A status listed
+    there that the defaults would surface (401, 402, 400, ...) is the route's fault because
+    the config says so: it swaps, once the failure says no more than its status does (a
+    context overflow or a content filter on a listed 400 still surfaces).
+    """
+    kind, status = failure.kind, failure.status
+    if status is None:
+        return config.action(kind)
+    if status not in config.fallback_on:
+        return "surface"
+    act = config.action(kind)
+    if act == "surface" and kind not in config.on_failure and kind is status_kind(status):
+        return "swap"
+    return act
+
+
 def qualifies(config: FallbackConfig, failure: Failure) -> bool:
-    """Whether the route is to blame: a listed status, or no answer at all (reset, timeout)."""
-    if failure.kind in NEVER_SWAP_KINDS:
-        return False
-    if failure.status is not None:
-        return failure.status in config.fallback_on
-    return failure.kind in STATUSLESS_QUALIFYING_KINDS
+    """Whether the route is to blame (so it cools down): the failure's action is not surface."""
+    return action(config, failure) != "surface"
 
 
-def next_route(config: FallbackConfig, requested: str, current: str) -> str | None:
+def next_route(
+    config: FallbackConfig, requested: str, current: str, kind: FailureKind | None = None
+) -> str | None:
     """The route a swap from ``current`` goes to, in a call that asked for ``requested``.
 
     A chain given as a list for the requested route is walked in order; past its end (or when
     the requested route has a single sibling) each route's own map entry is followed, which is
-    how a bidirectional pair bounces back.
+    how a bidirectional pair bounces back. ``kind`` follows that failure kind's map
+    (``fallbacks_by_failure``) instead of ``fallbacks``.
     """
-    chain = config.fallbacks.get(requested)
+    mapping = config.fallbacks if kind is None else config.fallbacks_by_failure.get(kind, {})
+    return _next_in(mapping, requested, current)
+
+
+def _next_in(mapping: FallbackMap, requested: str, current: str) -> str | None:
+    chain = mapping.get(requested)
     if isinstance(chain, list):
         if current == requested:
             return chain[0]
@@ -86,27 +112,33 @@ def next_route(config: FallbackConfig, requested: str, current: str) -> str | No
             i = chain.index(current)
             if i + 1 < len(chain):
                 return chain[i + 1]
-    target = config.fallbacks.get(current)
+    target = mapping.get(current)
     if target is None:
         return None
     return target if isinstance(target, str) else target[0]
 
 
-def _walk(config: FallbackConfig, requested: str, first: str) -> Iterator[str]:
+def walk(
+    config: FallbackConfig, requested: str, first: str, kind: FailureKind | None = None
+) -> Iterator[str]:
     """Routes from ``first`` onward along the map, each at most once (the cycle guard)."""
     seen: set[str] = set()
     route: str | None = first
     while route is not None and route not in seen:
         seen.add(route)
         yield route
-        route = next_route(config, requested, route)
+        route = next_route(config, requested, route, kind)
 
 
 def _first_healthy(
-    config: FallbackConfig, requested: str, first: str, degraded: Container[str]
+    config: FallbackConfig,
+    requested: str,
+    first: str,
+    degraded: Container[str],
+    kind: FailureKind | None = None,
 ) -> tuple[str, tuple[str, ...]]:
     skipped: list[str] = []
-    for route in _walk(config, requested, first):
+    for route in walk(config, requested, first, kind):
         if route not in degraded:
             return route, tuple(skipped)
         skipped.append(route)
@@ -128,9 +160,11 @@ def start_route(
 
 def backoff(config: FallbackConfig, retries_done: int, rand: Callable[[], float]) -> float:
     """Exponential backoff for the next retry on a route, with full jitter when enabled."""
-    ceiling = min(
-        config.backoff_max_s, config.backoff_initial_s * config.backoff_factor**retries_done
-    )
+    try:
+        grown = config.backoff_initial_s * config.backoff_factor**retries_done
+    except OverflowError:  # a large budget with a large factor: the cap applies anyway
+        grown = config.backoff_max_s
+    ceiling = min(config.backoff_max_s, grown)
     return ceiling * rand() if config.jitter else ceiling
 
 
@@ -145,35 +179,45 @@ def decide(
     degraded: Container[str] = frozenset(),
     effects: bool = False,
     remaining_s: float | None = None,
+    probe: bool = False,
     rand: Callable[[], float] = lambda: 1.0,
 ) -> Decision:
     """What to do after ``failure`` on ``current``.
 
     ``retries`` counts retries on ``current`` since the last swap, ``swaps`` the swaps made in
-    this call, ``degraded`` the routes cooling down (``current`` counts as cooling once it is
+    this call, ``degraded`` the routes to walk past (``current`` counts as one once it is
     given up on), ``effects`` whether the attempt did something that must not be repeated (a
-    tool ran), ``remaining_s`` the time left before the call's deadline.
+    tool ran), ``remaining_s`` the time left before the call's deadline, ``probe`` whether the
+    attempt was the route's recovery probe (one request: never retried).
     """
-    if not qualifies(config, failure):
+    act = action(config, failure)
+    kind = failure.kind if failure.kind in config.fallbacks_by_failure else None
+    kind_target = next_route(config, requested, current, kind) if kind is not None else None
+    if act == "surface" and kind_target is None:
         return GiveUp(GiveUpReason.NOT_QUALIFYING, qualifying=False)
+    qualifying = act != "surface"
     if effects:
-        return GiveUp(GiveUpReason.EFFECTS, qualifying=True)
+        return GiveUp(GiveUpReason.EFFECTS, qualifying=qualifying)
     if remaining_s is not None and remaining_s <= 0:
-        return GiveUp(GiveUpReason.DEADLINE, qualifying=True)
-    if failure.retryable and retries < config.max_retries:
-        if failure.retry_after is not None:
-            delay = min(max(failure.retry_after, 0.0), config.retry_after_max_s)
+        return GiveUp(GiveUpReason.DEADLINE, qualifying=qualifying)
+    if act == "retry" and not probe and retries < config.max_retries:
+        retry_after = failure.retry_after
+        if retry_after is None:
+            delay: float | None = backoff(config, retries, rand)
         else:
-            delay = backoff(config, retries, rand)
+            # A server that asks for longer than the cap is better left for another route.
+            delay = max(retry_after, 0.0) if retry_after <= config.retry_after_max_s else None
         # A wait that would outlast the deadline is better spent on the next route.
-        if remaining_s is None or delay < remaining_s:
+        if delay is not None and (remaining_s is None or delay < remaining_s):
             return Retry(delay)
     if swaps >= config.max_swaps:
-        return GiveUp(GiveUpReason.SWAP_BUDGET, qualifying=True)
-    first = next_route(config, requested, current)
+        return GiveUp(GiveUpReason.SWAP_BUDGET, qualifying=qualifying)
+    first = kind_target or next_route(config, requested, current)
     if first is None:
-        return GiveUp(GiveUpReason.NO_FALLBACK, qualifying=True)
-    route, skipped = _first_healthy(config, requested, first, _With(degraded, current))
+        return GiveUp(GiveUpReason.NO_FALLBACK, qualifying=qualifying)
+    route, skipped = _first_healthy(
+        config, requested, first, _With(degraded, current), kind if kind_target else None
+    )
     return Swap(route, skipped)
 
 

@@ -58,6 +58,8 @@ FAILURE_MESSAGE: Final = "swerve.failure.message"
 RETRY_DELAY: Final = "swerve.retry.delay_s"
 COOLDOWN_SECONDS: Final = "swerve.cooldown.seconds"
 COOLDOWN_UNTIL: Final = "swerve.cooldown.until"
+PROBE_OUTCOME: Final = "swerve.probe.outcome"
+ATTEMPT_PROBE: Final = "swerve.attempt.probe"
 BREAKER_FROM: Final = "swerve.breaker.from"
 BREAKER_TO: Final = "swerve.breaker.to"
 CALL_ATTEMPTS: Final = "swerve.attempts"
@@ -90,6 +92,7 @@ EVENT_SWAP_DECLINED: Final = "swerve.swap_declined"
 EVENT_COOLDOWN: Final = "swerve.cooldown"
 EVENT_ROUTE_SKIPPED: Final = "swerve.route_skipped"
 EVENT_BREAKER: Final = "swerve.breaker"
+EVENT_PROBE: Final = "swerve.probe"
 EVENT_PARTIAL_DISCARDED: Final = "swerve.partial_discarded"
 EVENT_STREAM_RESET: Final = "swerve.stream_reset"
 EVENT_CACHE_FIX: Final = "swerve.cache_fix"
@@ -103,6 +106,7 @@ METRIC_SWAPS_DECLINED: Final = "swerve.swaps_declined"
 METRIC_COOLDOWNS: Final = "swerve.cooldowns"
 METRIC_ROUTE_SKIPS: Final = "swerve.route_skips"
 METRIC_BREAKER_TRANSITIONS: Final = "swerve.breaker.transitions"
+METRIC_PROBES: Final = "swerve.probes"
 METRIC_PARTIAL_DISCARDS: Final = "swerve.partial_discards"
 METRIC_CACHE_FIXES: Final = "swerve.cache_fixes"
 METRIC_DOWNGRADES: Final = "swerve.downgrades"
@@ -167,6 +171,9 @@ class Telemetry:
         self.breaker_transitions = counter(
             METRIC_BREAKER_TRANSITIONS, "{transition}", "Circuit breaker state changes"
         )
+        self.probes = counter(
+            METRIC_PROBES, "{probe}", "Recovery probes of routes whose cooldown ended, by outcome"
+        )
         self.partial_discards = counter(
             METRIC_PARTIAL_DISCARDS, "{discard}", "Failed attempts whose partial output was dropped"
         )
@@ -203,17 +210,17 @@ class Telemetry:
         """Report ``health``'s routes in the degraded and breaker-state gauges."""
         self._health.add(health)
 
-    def _snapshots(self) -> Iterable[tuple[str, float | None, str]]:
+    def _snapshots(self) -> Iterable[tuple[str, bool, str]]:
         now = self._clock()
         for store in list(self._health):
             for route in store.snapshot(now):
-                yield route.route, route.degraded_until, route.breaker.value
+                yield route.route, route.degraded, route.breaker.value
 
     def _observe_degraded(self, _: CallbackOptions) -> Iterable[Observation]:
-        # Degraded means what calls act on: walked past, cooling down or with its breaker open.
+        # Degraded means what calls act on: walked past because it is cooling down, awaiting a
+        # successful probe, or has its breaker open. It drops to 0 only when a probe succeeds.
         return [
-            Observation(1 if until or state == "open" else 0, {ROUTE: route})
-            for route, until, state in self._snapshots()
+            Observation(int(degraded), {ROUTE: route}) for route, degraded, _ in self._snapshots()
         ]
 
     def _observe_breaker(self, _: CallbackOptions) -> Iterable[Observation]:
@@ -324,6 +331,12 @@ class Telemetry:
                 EVENT_COOLDOWN, {ROUTE: route, COOLDOWN_SECONDS: seconds, COOLDOWN_UNTIL: until}
             )
         self.cooldowns.add(1, {ROUTE: route})
+
+    def probe(self, span: Span, route: str, outcome: str) -> None:
+        """A recovery probe's verdict: ``success`` (the route is healthy again), ``failure``
+        (cooled down again, for longer) or ``inconclusive`` (given back unjudged)."""
+        span.add_event(EVENT_PROBE, {ROUTE: route, PROBE_OUTCOME: outcome})
+        self.probes.add(1, {ROUTE: route, PROBE_OUTCOME: outcome})
 
     def route_skipped(self, span: Span, route: str) -> None:
         span.add_event(EVENT_ROUTE_SKIPPED, {ROUTE: route, REASON: "degraded"})

@@ -25,6 +25,7 @@ from dashboards.__main__ import shipped_rules
 from dashboards.rules import alert_rules, chain, render
 from swerve import FallbackConfig, MemoryHealth, Telemetry
 from swerve import telemetry as names
+from swerve.health import CooldownRule
 
 from ._prometheus import binary
 
@@ -163,7 +164,7 @@ def test_prometheus_names_are_what_the_exporter_produces() -> None:
     try:
         tel = Telemetry(meter_provider=provider)
         health = MemoryHealth()
-        health.mark_degraded("a/x", 4e9)
+        health.cool_down("a/x", 0.0, CooldownRule(4e9, 4e9))
         tel.watch(health)
         for instrument in vars(tel).values():
             if hasattr(instrument, "observe"):  # counters, read when collected
