@@ -83,7 +83,14 @@ def _part(chunk: dict[str, Any]) -> Any:
     return None
 
 
-SPEC: StreamSpec[dict[str, Any]] = StreamSpec(part=_part, is_finish=lambda c: c is DONE)
+def _finish(chunk: dict[str, Any]) -> bool:
+    """``[DONE]``, or a chunk with a finish reason: a stream that said it finished has."""
+    if chunk is DONE:
+        return True
+    return any(c.get("finish_reason") not in (None, "error") for c in chunk.get("choices", []))
+
+
+SPEC: StreamSpec[dict[str, Any]] = StreamSpec(part=_part, is_finish=_finish)
 
 
 def text(chunks: list[Any]) -> str:

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from swerve import ConfigError, FallbackConfig
+from swerve import ConfigError, FailureKind, FallbackConfig
 from swerve._config import EnvConfig
 
 VAR = "SWERVE_TEST_FALLBACK_CONFIG"
@@ -46,6 +46,34 @@ def test_coordinator_camel_case_keys() -> None:
     assert (c.max_swaps, c.max_retries, c.cooldown_s) == (2, 3, 120)
 
 
+def test_failure_kinds_and_growing_cooldowns_in_camel_case() -> None:
+    c = FallbackConfig.from_json(
+        json.dumps(
+            {
+                "fallbacksByFailure": {"context_overflow": {"openai/gpt-5-mini": "openai/gpt-5"}},
+                "onFailure": {"timeout": "retry", "quota": "swap"},
+                "cooldownSeconds": 20,
+                "cooldownMaxSeconds": 240,
+            }
+        )
+    )
+    assert c.fallbacks_by_failure == {"context_overflow": {"openai/gpt-5-mini": "openai/gpt-5"}}
+    actions = [
+        c.action(k) for k in (FailureKind.TIMEOUT, FailureKind.QUOTA, FailureKind.OVERLOADED)
+    ]
+    assert actions == ["retry", "swap", "retry"]
+    assert (c.cooldown_s, c.longest_cooldown_s) == (20, 240)
+
+
+def test_cooldown_defaults_and_the_seeds_fixed_cooldown() -> None:
+    default = FallbackConfig()
+    assert (default.cooldown_s, default.longest_cooldown_s) == (10, 30)
+    assert default.action(FailureKind.TIMEOUT) == "swap"
+    # The seed's cooldownSeconds alone stays a fixed cooldown when it is the longer one.
+    seed = FallbackConfig.from_mapping({"cooldownSeconds": 120})
+    assert (seed.cooldown_s, seed.longest_cooldown_s) == (120, 120)
+
+
 @pytest.mark.parametrize(
     ("data", "names"),
     [
@@ -67,6 +95,19 @@ def test_coordinator_camel_case_keys() -> None:
         ({"breaker": {"min_calls": 0}}, ["breaker.min_calls"]),
         ({"breaker": {"open_s": 60, "max_open_s": 30}}, ["breaker", "max_open_s"]),
         ({"attempt_timeout_s": 0}, ["attempt_timeout_s"]),
+        ({"deadline_s": float("inf")}, ["deadline_s", "finite"]),
+        ({"backoff_max_s": float("nan")}, ["backoff_max_s", "finite"]),
+        (
+            {"onFailure": {"timeout": "later"}},
+            ["onFailure.timeout", "'retry', 'swap' or 'surface'"],
+        ),
+        ({"on_failure": {"hang": "swap"}}, ["on_failure.hang"]),
+        ({"on_failure": {"aborted": "swap"}}, ["aborted", "always surfaces"]),
+        (
+            {"fallbacksByFailure": {"context_overflow": {"a/b": "gpt-5"}}},
+            ["fallbacks_by_failure['context_overflow']", "'gpt-5'"],
+        ),
+        ({"cooldown_s": 60, "cooldown_max_s": 30}, ["cooldown_max_s (30)", "cooldown_s (60)"]),
     ],
 )
 def test_validation_errors_name_the_field(data: dict[str, object], names: list[str]) -> None:

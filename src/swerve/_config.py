@@ -142,7 +142,7 @@ class FallbackConfig(BaseModel):
     )
     """Same-route retries, counted since the last swap."""
     cooldown_s: NonNegFloat = Field(
-        default=5.0, validation_alias=AliasChoices("cooldown_s", "cooldownSeconds")
+        default=10.0, validation_alias=AliasChoices("cooldown_s", "cooldownSeconds")
     )
     """The first cooldown of a failed route; it doubles each time the route's recovery probe
     fails, up to ``cooldown_max_s``, and a success resets it."""

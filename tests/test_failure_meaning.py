@@ -1,0 +1,384 @@
+"""What a failure means decides what happens next, in the engine against the fake provider.
+
+A hang or a stall swaps at once; an overflow follows its own map; a content filter surfaces;
+recovery costs one probe, never a stampede; a stream that finished is finished; malformed data
+is a transport failure; and no call outlives its bound. Each behaviour is written once and run
+through both the sync and the async engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from swerve import Attempt, Failover, FallbackConfig, MemoryHealth, Result, StreamReset
+from swerve.failures import FailureKind, InStreamError
+from swerve.testing import FakeClock, FakeProvider, Fault, Reply
+
+from . import _wire
+from .conftest import Otel
+
+P, F, BIG = "primary/model-a", "fallback/model-b", "large/model-xl"
+CONTENT_FILTER = Fault.status(
+    400,
+    body={
+        "error": {
+            "message": "The response was filtered due to the prompt triggering a content filter.",
+            "type": "invalid_request_error",
+            "param": "prompt",
+            "code": "content_filter",
+        }
+    },
+)
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeProvider]:
+    with FakeProvider() as server:
+        for name in ("primary", "fallback", "large"):
+            server.set_reply(name, Reply(text=f"from {name}"))
+        yield server
+
+
+def config(**kw: Any) -> FallbackConfig:
+    params: dict[str, Any] = {"fallbacks": {P: F, F: P}, "jitter": False}
+    params.update(kw)
+    return FallbackConfig(**params)
+
+
+class Mode:
+    """One way of calling the engine: ``sync`` (httpx.Client, threads) or ``async``
+    (httpx.AsyncClient, tasks on one event loop). The test bodies never say which."""
+
+    def __init__(self, name: str, fake: FakeProvider) -> None:
+        self.name = name
+        self.fake = fake
+        self.client = httpx.Client()
+        self.runner = asyncio.Runner()
+        # Made once: building a client (its TLS context) costs more than a loopback call.
+        self.aclient = self.runner.run(self._aclient())
+
+    @staticmethod
+    async def _aclient() -> httpx.AsyncClient:
+        return httpx.AsyncClient()
+
+    def close(self) -> None:
+        self.client.close()
+        self.runner.run(self.aclient.aclose())
+        self.runner.close()
+
+    def call(self, fo: Failover, route: str = P) -> Result[str]:
+        return self.calls(fo, 1, route)[0]
+
+    def calls(self, fo: Failover, n: int, route: str = P) -> list[Result[str]]:
+        """``n`` calls at once: threads released together, or tasks gathered."""
+        fake, client, aclient = self.fake, self.client, self.aclient
+        if self.name == "sync":
+            if n == 1:
+                return [fo.call(route, lambda a: _wire.complete(client, fake, a))]
+            start = threading.Barrier(n)
+            with ThreadPoolExecutor(n) as pool:
+
+                def one() -> Result[str]:
+                    start.wait(timeout=30)
+                    return fo.call(route, lambda a: _wire.complete(client, fake, a))
+
+                futures = [pool.submit(one) for _ in range(n)]
+                return [future.result(timeout=60) for future in futures]
+
+        async def complete(attempt: Attempt) -> str:
+            return await _acomplete(aclient, fake, attempt)
+
+        async def run() -> list[Result[str]]:
+            return list(await asyncio.gather(*(fo.acall(route, complete) for _ in range(n))))
+
+        return self.runner.run(run())
+
+    def stream(
+        self, fo: Failover, route: str = P, **kw: Any
+    ) -> tuple[list[Any], Result[list[Any]]]:
+        """The chunks a consumer saw (resets included), and the stream's result."""
+        fake, client, aclient = self.fake, self.client, self.aclient
+        if self.name == "sync":
+            stream = fo.stream(route, lambda a: _wire.chunks(client, fake, a), _wire.SPEC, **kw)
+            out = list(stream)
+            return out, stream._result(out)
+
+        async def run() -> tuple[list[Any], Result[list[Any]]]:
+            astream = fo.astream(route, lambda a: _wire.achunks(aclient, fake, a), _wire.SPEC, **kw)
+            out = [c async for c in astream]
+            return out, astream._result(out)
+
+        return self.runner.run(run())
+
+
+async def _acomplete(client: httpx.AsyncClient, fake: FakeProvider, attempt: Attempt) -> str:
+    response = await client.post(_wire.url(fake, attempt), json=_wire.body(attempt))
+    response.raise_for_status()
+    data = response.json()
+    if "error" in data:
+        raise InStreamError(data)
+    return str(data["choices"][0]["message"]["content"])
+
+
+@pytest.fixture(params=["sync", "async"])
+def mode(request: pytest.FixtureRequest, fake: FakeProvider) -> Iterator[Mode]:
+    m = Mode(request.param, fake)
+    yield m
+    m.close()
+
+
+def served(results: list[Result[str]]) -> list[str]:
+    return [str(r.route) for r in results]
+
+
+# --- hangs and stalls: one timeout, then another route ------------------------------------------
+def test_a_hanging_route_costs_one_timeout_then_the_fallback_answers(
+    mode: Mode, make_failover: Any, fake: FakeProvider, otel: Otel
+) -> None:
+    fo = make_failover(config(max_retries=2, attempt_timeout_s=1))
+    fake.set_fault("primary", Fault.hang())
+    result = mode.call(fo)
+    assert result.value == "from fallback"
+    assert fake.requests("primary") == 1  # not three: a hang is not retried on its route
+    assert [e["swerve.reason"] for _, e in otel.events("swerve.swap")] == ["timeout"]
+    assert not otel.events("swerve.retry")
+
+
+def test_a_stalling_stream_swaps_after_one_stall(
+    mode: Mode, make_failover: Any, fake: FakeProvider
+) -> None:
+    fo = make_failover(config(max_retries=2, stall_timeout_s=0.3))
+    fake.set_fault("primary", Fault.slow(first_token_s=10))
+    out, result = mode.stream(fo)
+    assert _wire.text(out) == "from fallback"
+    assert fake.requests("primary") == 1
+    failure = result.attempts[0].failure
+    assert failure is not None and failure.kind is FailureKind.TIMEOUT
+
+
+def test_a_stall_after_content_restarts_once_on_the_next_route(
+    mode: Mode, make_failover: Any, fake: FakeProvider
+) -> None:
+    fo = make_failover(config(max_retries=2, stall_timeout_s=0.3))
+    fake.set_reply("primary", Reply(text="one two three"))
+    fake.set_fault("primary", Fault.slow(per_chunk_s=10))
+    out, _ = mode.stream(fo, mid_stream="restart")
+    resets = [c for c in out if isinstance(c, StreamReset)]
+    assert [(str(r.route), str(r.next_route)) for r in resets] == [(P, F)]
+    after = out[out.index(resets[0]) + 1 :]
+    assert _wire.text(after) == "from fallback"
+    assert fake.requests("primary") == 1
+
+
+# --- overflows, filters: the prompt is to blame, not the route ----------------------------------
+def test_an_overflow_goes_to_the_mapped_larger_model_and_cools_nothing(
+    mode: Mode, make_failover: Any, fake: FakeProvider, clock: FakeClock, health: MemoryHealth,
+    otel: Otel,
+) -> None:  # fmt: skip
+    fo = make_failover(config(fallbacks_by_failure={"context_overflow": {P: BIG}}))
+    fake.script("primary", [Fault.context_overflow()])
+    result = mode.call(fo)
+    assert (str(result.route), result.value) == (BIG, "from large")
+    assert fake.requests("primary") == 1 and fake.requests("fallback") == 0
+    assert [e["swerve.reason"] for _, e in otel.events("swerve.swap")] == ["context_overflow"]
+    assert P not in health.unavailable(clock.now)  # a shorter prompt still starts there
+    assert str(mode.call(fo).route) == P
+
+
+def test_an_overflow_without_a_map_surfaces_after_one_request(
+    mode: Mode, make_failover: Any, fake: FakeProvider
+) -> None:
+    fo = make_failover(config())
+    fake.set_fault("primary", Fault.context_overflow())
+    with pytest.raises(httpx.HTTPStatusError) as info:
+        mode.call(fo)
+    assert info.value.response.status_code == 400
+    assert (fake.requests("primary"), fake.requests("fallback")) == (1, 0)
+
+
+def test_a_content_filter_is_retried_nowhere_even_with_400_listed(
+    mode: Mode, make_failover: Any, fake: FakeProvider, clock: FakeClock, health: MemoryHealth,
+    otel: Otel,
+) -> None:  # fmt: skip
+    fo = make_failover(config(fallback_on=frozenset({400, 429, 503})))
+    fake.set_fault("primary", CONTENT_FILTER)
+    with pytest.raises(httpx.HTTPStatusError):
+        mode.call(fo)
+    assert (fake.requests("primary"), fake.requests("fallback")) == (1, 0)
+    assert P not in health.unavailable(clock.now)
+    assert [e["swerve.reason"] for _, e in otel.events("swerve.swap_declined")] == [
+        "not_qualifying"
+    ]
+
+
+# --- recovery: one probe, never a stampede ----------------------------------------------------
+def test_when_a_cooldown_ends_one_call_probes_and_the_rest_stay_on_the_fallback(
+    mode: Mode, make_failover: Any, fake: FakeProvider, clock: FakeClock, health: MemoryHealth,
+    otel: Otel,
+) -> None:  # fmt: skip
+    fo = make_failover(config(max_retries=2, cooldown_s=10, cooldown_max_s=80))
+    fake.set_fault("primary", Fault.status(503))
+    assert str(mode.call(fo).route) == F  # the primary fails and cools down for 10 s
+    fake.reset_counts()
+
+    clock.advance(10)  # the cooldown is over; the primary is still dead
+    results = mode.calls(fo, 50)
+    assert served(results) == [F] * 50
+    assert fake.requests("primary") == 1  # one probe, and a failed probe is not retried
+    assert [e["swerve.probe.outcome"] for _, e in otel.events("swerve.probe")] == ["failure"]
+    # The failed probe cooled the route again, for twice as long.
+    assert otel.events("swerve.cooldown")[-1][1]["swerve.cooldown.seconds"] == 20
+    assert P in health.unavailable(clock.now + 19)
+
+    fake.set_fault("primary", Fault.ok())  # healed
+    clock.advance(20)
+    results = mode.calls(fo, 1) + mode.calls(fo, 5)
+    assert served(results) == [P] * 6  # back on the primary from the probe on
+    assert [e["swerve.probe.outcome"] for _, e in otel.events("swerve.probe")][-1] == "success"
+    assert P not in health.unavailable(clock.now)
+    assert {r.route: r.degraded for r in health.snapshot(clock.now)}[P] is False
+
+
+def test_a_long_outage_returns_to_the_primary_sooner_than_a_fixed_60s_cooldown(
+    mode: Mode, fake: FakeProvider, otel: Otel, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A 10-minute outage, a call every 2 s: seconds from recovery to traffic on the primary.
+
+    How long depends on where recovery falls in the cooldown cycle, so the outage ends at
+    several points of it and the worst and the mean are compared.
+    """
+
+    def back_after(cfg: FallbackConfig, outage: float) -> float:
+        clock = FakeClock()
+        fo = Failover(cfg, MemoryHealth(), telemetry=otel.telemetry, **clock.failover_kwargs())
+        start = tick = clock.now
+        fake.set_fault("primary", Fault.status(503))
+        while tick - start < 2 * outage:
+            clock.now = max(clock.now, tick)
+            if clock.now - start >= outage:
+                fake.set_fault("primary", Fault.ok())
+            if str(mode.call(fo).route) == P and clock.now - start >= outage:
+                return clock.now - start - outage
+            tick += 2.0
+        raise AssertionError("never returned to the primary")
+
+    outages = [600.0 + offset for offset in (0, 11, 23, 37, 49)]
+    fixed = [back_after(config(cooldown_s=60, cooldown_max_s=60), o) for o in outages]
+    growing = [back_after(config(), o) for o in outages]
+    with capsys.disabled():
+        print(
+            f"\n[{mode.name}] back on the primary after recovery: worst {max(growing):g}s, "
+            f"mean {sum(growing) / 5:g}s (fixed 60 s cooldown: worst {max(fixed):g}s, "
+            f"mean {sum(fixed) / 5:g}s)"
+        )
+    assert max(growing) < max(fixed) and sum(growing) < sum(fixed)
+
+
+# --- streams: finished is finished; malformed is a transport failure ---------------------------
+def test_a_stream_with_a_finish_reason_and_no_done_is_a_success(
+    mode: Mode, make_failover: Any, fake: FakeProvider, clock: FakeClock, health: MemoryHealth,
+    otel: Otel,
+) -> None:  # fmt: skip
+    fo = make_failover(config())
+    fake.set_fault("primary", Fault.no_done())
+    out, result = mode.stream(fo)
+    assert _wire.text(out) == "from primary" and str(result.route) == P
+    assert fake.requests("primary") == 1
+    assert P not in health.unavailable(clock.now) and not otel.events("swerve.cooldown")
+
+
+def test_an_undecodable_chunk_before_content_swaps(
+    mode: Mode, make_failover: Any, fake: FakeProvider
+) -> None:
+    fo = make_failover(config(max_retries=1))
+    fake.set_fault("primary", Fault.malformed_before_content())
+    out, result = mode.stream(fo)
+    assert _wire.text(out) == "from fallback"
+    failure = result.attempts[0].failure
+    assert failure is not None and failure.kind is FailureKind.TRANSPORT
+    assert failure.error_type == "malformed"
+    assert fake.requests("primary") == 2  # a transport failure is retried, then swapped
+
+
+# --- every call has a finite bound ------------------------------------------------------------
+_FAILURES = [
+    httpx.ReadTimeout("read timed out"),
+    httpx.ConnectError("connection refused"),
+    InStreamError({"error": {"code": 503, "message": "upstream unavailable"}}),
+    InStreamError({"error": {"code": 429, "message": "slow down"}}),
+]
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    max_retries=st.integers(0, 4),
+    max_swaps=st.integers(1, 3),
+    attempt_timeout=st.sampled_from([None, 0.5, 3.0]),
+    deadline=st.sampled_from([None, 1.0, 7.0]),
+    durations=st.lists(st.floats(0, 1000), min_size=1, max_size=40),
+    failures=st.lists(st.integers(0, len(_FAILURES) - 1), min_size=1, max_size=40),
+)
+def test_no_call_outlives_its_documented_bound(
+    max_retries: int,
+    max_swaps: int,
+    attempt_timeout: float | None,
+    deadline: float | None,
+    durations: list[float],
+    failures: list[int],
+) -> None:
+    cfg = config(
+        max_retries=max_retries,
+        max_swaps=max_swaps,
+        attempt_timeout_s=attempt_timeout,
+        deadline_s=deadline,
+        backoff_initial_s=1,
+        jitter=False,
+    )
+    clock = FakeClock()
+    fo = Failover(cfg, MemoryHealth(), **clock.failover_kwargs())
+    calls = iter(range(1000))
+
+    def upstream(attempt: Attempt) -> str:
+        # A client that honours the attempt's timeout: it takes at most that long.
+        n = next(calls)
+        assert attempt.timeout is not None  # every attempt has a finite limit
+        clock.advance(min(durations[n % len(durations)], attempt.timeout))
+        raise _FAILURES[failures[n % len(failures)]]
+
+    start = clock.now
+    with pytest.raises(Exception):  # noqa: B017, PT011 - every route keeps failing
+        fo.call(P, upstream)
+    assert clock.now - start <= cfg.call_bound_s + 1e-6
+
+
+def test_the_default_bound_is_finite_and_derived_from_the_budgets() -> None:
+    cfg = FallbackConfig(max_retries=2, max_swaps=1, attempt_timeout_s=10, backoff_max_s=30)
+    # 2 routes x (3 attempts x 10 s + 2 waits x max(backoff cap 30, Retry-After cap 60)).
+    assert cfg.call_bound_s == 2 * (3 * 10 + 2 * 60)
+    assert FallbackConfig(deadline_s=45).call_bound_s == 45
+    assert 0 < FallbackConfig().call_bound_s < float("inf")
+
+
+def test_an_attempt_without_a_limit_still_gets_a_finite_timeout(
+    make_failover: Any, fake: FakeProvider
+) -> None:
+    fo = make_failover(config())
+    seen: list[float | None] = []
+
+    def upstream(attempt: Attempt) -> str:
+        seen.append(attempt.timeout)
+        return "ok"
+
+    fo.call(P, upstream)
+    assert seen == [FallbackConfig(fallbacks={P: F, F: P}).call_bound_s]
