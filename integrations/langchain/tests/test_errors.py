@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import httpx
 import pytest
 from langchain_core import exceptions as lc
+from openrouter.errors import ResponseValidationError
+from pydantic import BaseModel, ValidationError
 from swerve_langchain._errors import translate, unwrap
 
 from swerve import MidStreamError, Route
@@ -66,3 +71,46 @@ def test_unwrap_surfaces_the_original_with_swerves_note() -> None:
     mid = MidStreamError(Route("a", "b"), Route("a", "b"), classify(wrapped), ())
     mid.__cause__ = wrapped
     assert unwrap(mid) is mid and mid.__cause__ is original
+
+
+class _Event(BaseModel):
+    data: dict[str, Any]
+
+
+def _invalid(value: object) -> ValidationError:
+    """What the openrouter SDK raises for a stream event: its model validated on the text."""
+    try:
+        _Event(data=value)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        return exc
+    raise AssertionError("validated")
+
+
+def _unreadable(status: int, body: str) -> ResponseValidationError:
+    """What the openrouter SDK raises for a response body it cannot unmarshal."""
+    request = httpx.Request("POST", "http://127.0.0.1/v1/chat/completions")
+    response = httpx.Response(status, text=body, request=request)
+    return ResponseValidationError("Response validation failed", response, ValueError(), body)
+
+
+@pytest.mark.parametrize(
+    ("error", "kind"),
+    [
+        # Undecodable data is malformed (a transport failure): an event that is not JSON, a
+        # 200 body cut short.
+        (_invalid('{"choices": [{"delta": '), "transport"),
+        (_unreadable(200, '{"id": "chatcmpl-1", "choices": [{"ind'), "transport"),
+        # Data that decodes but does not fit the SDK's model is not malformed data.
+        (_invalid('{"choices": []}'), "unknown"),
+        (_invalid("not json at all"), "unknown"),
+        (_unreadable(200, '{"id": "chatcmpl-1", "choices": "odd"}'), "unknown"),
+    ],
+)
+def test_undecodable_data_the_openrouter_sdk_reports_as_validation_errors(
+    error: BaseException, kind: str
+) -> None:
+    assert classify(error).kind is FailureKind.UNKNOWN
+    assert _through(error).kind.value == kind
+    wrapped = translate(error)
+    if wrapped is not None:  # the original surfaces
+        assert unwrap(wrapped) is error

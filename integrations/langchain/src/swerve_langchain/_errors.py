@@ -9,7 +9,9 @@ as they are. A few things do not:
   (OpenRouter answers a non-streaming request that way);
 * langchain-core's provider-neutral ``ModelError`` classes, raised without any SDK base;
 * ChatOpenRouter turns an OpenRouter in-stream error chunk into an ordinary chunk with
-  ``finish_reason="error"``, dropping the error's code.
+  ``finish_reason="error"``, dropping the error's code;
+* the openrouter SDK reports data it could not decode (a 200 body, or a stream event, that is
+  not JSON) as a validation error, not as the ``JSONDecodeError`` the core reads as malformed.
 
 :func:`translate` wraps such an error in an exception the core classifies (the original is
 its ``__cause__``); :func:`unwrap` puts the original back when the error surfaces, so callers
@@ -24,9 +26,10 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
 from langchain_core import exceptions as lc_exc
+from pydantic import ValidationError
 
 from swerve import MidStreamError
-from swerve.failures import IncompleteStreamError, InStreamError, classify
+from swerve.failures import IncompleteStreamError, InStreamError, MalformedStreamError, classify
 
 __all__ = ["ProviderStreamError", "translate", "unwrap"]
 
@@ -41,6 +44,10 @@ class ProviderStreamError(IncompleteStreamError):
 class _Translated(InStreamError):
     """An error payload recovered from an exception the core cannot read; ``__cause__`` is
     the original and :func:`unwrap` restores it."""
+
+
+class _Malformed(MalformedStreamError):
+    """Data an SDK could not decode, reported as something else (``__cause__``)."""
 
 
 class _Timeout(TimeoutError):
@@ -98,6 +105,8 @@ def translate(exc: BaseException) -> BaseException | None:
         wrapped = _from_value_error(exc)
     if wrapped is None:
         wrapped = _from_body(exc)
+    if wrapped is None and isinstance(exc, ValidationError):
+        wrapped = _from_validation(exc)
     if wrapped is None and isinstance(exc, lc_exc.ModelError):
         wrapped = _from_model_error(exc)
     if wrapped is None:
@@ -120,19 +129,41 @@ def _from_value_error(exc: ValueError) -> BaseException | None:
 
 def _from_body(exc: BaseException) -> BaseException | None:
     """An SDK error whose raw body text is a JSON error object (the openrouter SDK keeps the
-    body as text when it fails to validate it)."""
+    body as text when it fails to validate it), or, on a successful response, is not JSON at
+    all: the upstream broke its protocol (malformed, a transport failure)."""
     body = getattr(exc, "body", None)
     if isinstance(body, bytes):
         body = body.decode("utf-8", "replace")
-    if not isinstance(body, str) or "error" not in body:
+    if not isinstance(body, str):
         return None
     try:
         data = json.loads(body)
     except ValueError:
+        status = getattr(exc, "status_code", None)
+        if isinstance(status, int) and 200 <= status < 300:
+            return _Malformed(f"the response body is not JSON: {exc}")
         return None
     if isinstance(data, Mapping) and isinstance(data.get("error"), Mapping):
         return _Translated(data)
     return None
+
+
+def _from_validation(exc: ValidationError) -> BaseException | None:
+    """A validation error over text that looks like JSON but does not decode: the openrouter
+    SDK hands a stream event it could not decode to its model as the raw text."""
+    for error in exc.errors(include_url=False):
+        value = error.get("input")
+        if isinstance(value, str) and value.lstrip()[:1] in ("{", "[") and not _decodes(value):
+            return _Malformed("a stream event is not JSON")  # (no text of it: it is output)
+    return None
+
+
+def _decodes(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _from_model_error(exc: lc_exc.ModelError) -> BaseException | None:
@@ -149,7 +180,7 @@ def _from_model_error(exc: lc_exc.ModelError) -> BaseException | None:
     return None
 
 
-_WRAPPERS = (_Translated, _StatusError, _Timeout, _Connection)
+_WRAPPERS = (_Translated, _StatusError, _Timeout, _Connection, _Malformed)
 
 
 def unwrap(exc: BaseException) -> BaseException:
