@@ -69,6 +69,15 @@ def test_a_recovering_route_admits_exactly_one_probe_until_its_verdict() -> None
     assert not h.recovered(R, 42.0)  # already healthy: nothing to report
 
 
+def test_a_recovering_route_nobody_calls_is_forgotten_after_one_more_longest_cooldown() -> None:
+    h = MemoryHealth()
+    h.cool_down(R, 0.0, RULE)  # cooling until 10; recovering until 10 + 60
+    assert {r.route: r.degraded for r in h.snapshot(69.0)} == {R: True}
+    assert h.snapshot(70.0) == []
+    assert R not in h.unavailable(70.0) and not h.probe_due(R, 70.0)
+    assert h.cool_down(R, 71.0, RULE).streak == 0  # a new outage, not a failed probe
+
+
 def test_a_success_while_still_cooling_shortens_nothing() -> None:
     h = MemoryHealth()
     h.cool_down(R, 0.0, RULE)

@@ -105,6 +105,9 @@ class Cooldown:
 class _Cooling:
     until: float
     streak: int
+    # A recovering route nobody calls is never probed: after one more longest cooldown with
+    # no verdict it is forgotten (healthy until it fails again), so no entry lives forever.
+    forget_at: float
     lease_until: float = 0.0  # a recovery probe holds the route until then
 
 
@@ -199,7 +202,8 @@ class HealthStore(Protocol):
         """Degrade ``route`` per ``rule``; never shortens a cooldown already running.
 
         A failure while the route is recovering grows the cooldown (one more failed probe); a
-        failure while it is still cooling extends it at its current length. Ends any probe.
+        failure while it is still cooling extends it at its current length. Ends any probe. A
+        route left recovering with no call on it for ``rule.max_s`` more is forgotten.
         """
         ...
 
@@ -253,7 +257,7 @@ class MemoryHealth:
 
     def cool_down(self, route: str, now: float, rule: CooldownRule) -> Cooldown:
         with self._lock:
-            entry = self._cooling.get(route)
+            entry = self._live(route, now)
             if entry is None:
                 streak, until = 0, 0.0
             else:
@@ -261,28 +265,38 @@ class MemoryHealth:
                 streak = entry.streak + 1 if now >= entry.until else entry.streak
                 until = entry.until
             until = max(until, now + rule.seconds(streak))  # never shortens
-            self._cooling[route] = _Cooling(until, streak)
+            self._cooling[route] = _Cooling(until, streak, until + rule.max_s)
             return Cooldown(route, until, until - now, streak)
 
     def unavailable(self, now: float) -> Container[str]:
         return _Unavailable(self, now)
 
-    def _is_unavailable(self, route: str, now: float) -> bool:
+    def _live(self, route: str, now: float) -> _Cooling | None:
         entry = self._cooling.get(route)
+        if entry is not None and now >= entry.forget_at:
+            self._cooling.pop(route, None)
+            return None
+        return entry
+
+    def _is_unavailable(self, route: str, now: float) -> bool:
+        entry = self._live(route, now)
         if entry is not None and (now < entry.until or now < entry.lease_until):
             return True
         breaker = self._breakers.get(route)
         return breaker is not None and breaker.state_at(now) is BreakerState.OPEN
 
     def probe_due(self, route: str, now: float) -> bool:
-        entry = self._cooling.get(route)  # the hot path: one dict lookup for a healthy route
+        if route not in self._cooling:  # the hot path: one dict lookup for a healthy route
+            return False
+        entry = self._live(route, now)
         return entry is not None and now >= entry.until and now >= entry.lease_until
 
     def claim_probe(self, route: str, now: float, lease_s: float) -> bool:
         with self._lock:
-            if not self.probe_due(route, now):
+            entry = self._live(route, now)
+            if entry is None or now < entry.until or now < entry.lease_until:
                 return False
-            self._cooling[route].lease_until = now + lease_s
+            entry.lease_until = now + lease_s
             return True
 
     def release_probe(self, route: str) -> None:
@@ -295,7 +309,7 @@ class MemoryHealth:
         if route not in self._cooling:  # the hot path: no lock for a healthy route
             return False
         with self._lock:
-            entry = self._cooling.get(route)
+            entry = self._live(route, now)
             if entry is None or now < entry.until:
                 return False
             del self._cooling[route]
@@ -330,7 +344,9 @@ class MemoryHealth:
             routes = sorted(self._cooling.keys() | self._breakers.keys())
             out = []
             for route in routes:
-                entry = self._cooling.get(route)
+                entry = self._live(route, now)
+                if entry is None and route not in self._breakers:
+                    continue
                 breaker = self._breakers.get(route)
                 out.append(
                     RouteHealth(

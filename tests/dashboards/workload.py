@@ -37,6 +37,7 @@ TIMING: dict[str, Any] = {
     "backoff_initial_s": 0.02,
     "jitter": False,
     "cooldown_s": 1.5,
+    "cooldown_max_s": 3,
     "attempt_timeout_s": 5,
     "breaker": {"window_s": 10, "min_calls": 2, "open_s": 1, "max_open_s": 2},
 }
