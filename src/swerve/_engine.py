@@ -42,7 +42,15 @@ from .failures import (
     IncompleteStreamError,
     classify,
 )
-from .health import Admission, CooldownRule, HealthStore, MemoryHealth, Outcome
+from ._steps import Admit, Claim, Steps, run_async, run_sync
+from .health import (
+    Admission,
+    BreakerTransition,
+    CooldownRule,
+    HealthStore,
+    MemoryHealth,
+    Outcome,
+)
 from .policy import GiveUp, GiveUpReason, Retry, Swap
 from .telemetry import (
     ATTEMPT_OUTCOME,
@@ -301,15 +309,17 @@ class Failover:
         if config is None:
             return _passthrough(requested, fn(Attempt(requested, requested)))
         run = _Call(self, config, requested, stream=False)
+        health = self.health
         try:
+            run_sync(run.start(), health)
             while True:
                 attempt = run.begin()
                 try:
-                    run.admit()
+                    run_sync(run.admit(), health)
                     with run.attempt_context():
                         value = fn(attempt)
                 except BaseException as exc:
-                    decision = run.failed(exc)
+                    decision = run_sync(run.failed(exc), health)
                     if isinstance(decision, Retry):
                         self._sleep(decision.delay)
                         continue
@@ -331,16 +341,18 @@ class Failover:
         if config is None:
             return _passthrough(requested, await fn(Attempt(requested, requested)))
         run = _Call(self, config, requested, stream=False)
+        health = self.health
         try:
+            await run_async(run.start(), health)
             while True:
                 attempt = run.begin()
                 try:
-                    run.admit()
+                    await run_async(run.admit(), health)
                     limit, seconds = run.next_limit(committed=True)
                     with run.attempt_context():
                         value = await _bounded(fn(attempt), limit, seconds)
                 except BaseException as exc:
-                    decision = run.failed(exc)
+                    decision = await run_async(run.failed(exc), health)
                     if isinstance(decision, Retry):
                         await self._async_sleep(decision.delay)
                         continue
@@ -453,12 +465,7 @@ class _Call:
         self.swaps = 0
         self.probing: str | None = None  # the route whose recovery probe this call holds
         self.lease_s = config.attempt_timeout_s or min(config.call_bound_s, PROBE_LEASE_S)
-        start, skipped = self._choose(
-            lambda degraded: policy.start_route(config, str(requested), degraded)
-        )
-        for route in skipped:
-            self.telemetry.route_skipped(self.span, route)
-        self.current = fo.route(start)
+        self.current = requested  # until start() has walked the chain
         self.served: Route | None = None
         # Per-attempt state, reset by begin().
         self.attempt = Attempt(self.current, requested)
@@ -466,6 +473,16 @@ class _Call:
         self.attempt_t0 = self.t0
         self.last_chunk = self.t0
         self.probe = False
+
+    def start(self) -> Steps[None]:
+        """Choose the route the call starts on: the first healthy one of its chain walk."""
+        config, requested = self.config, str(self.requested)
+        start, skipped = yield from self._choose(
+            lambda degraded: policy.start_route(config, requested, degraded)
+        )
+        for route in skipped:
+            self.telemetry.route_skipped(self.span, route)
+        self.current = self.fo.route(start)
 
     # -- time ---------------------------------------------------------------------------------
     def _limits(self, committed: bool) -> Iterator[tuple[str, float]]:
@@ -526,13 +543,12 @@ class _Call:
             self.attempt_span.set_attribute(ATTEMPT_PROBE, True)
         return self.attempt
 
-    def admit(self) -> None:
+    def admit(self) -> Steps[None]:
         """Ask the breaker; raises :class:`CircuitOpenError` (a failure like any other) if not."""
         if self.remaining() <= 0:
             raise AttemptTimeout("deadline", self.config.call_bound_s)
-        admission, transition = self.fo.health.admit(
-            str(self.current), self.fo._clock(), self.config.breaker
-        )
+        answer = yield Admit(str(self.current), self.fo._clock(), self.config.breaker)
+        admission, transition = cast(tuple[Admission, BreakerTransition | None], answer)
         if transition is not None:
             self.telemetry.breaker(self.span, transition)
         self.probe = admission is Admission.PROBE
@@ -597,7 +613,7 @@ class _Call:
             self.probing = None
 
     # -- route choice -------------------------------------------------------------------------
-    def _choose(self, pick: Callable[[Container[str]], T]) -> T:
+    def _choose(self, pick: Callable[[Container[str]], T]) -> Steps[T]:
         """Run a route choice of the policy's, claiming the probe of the route it lands on when
         that route is recovering; a probe someone else took sends the walk past it."""
         health, now = self.fo.health, self.fo._clock()
@@ -612,7 +628,7 @@ class _Call:
                 or route == self.probing
             ):
                 return choice
-            if health.claim_probe(route, now, self.lease_s):
+            if (yield Claim(route, now, self.lease_s)):
                 self._release_probe()  # a call holds one probe at a time
                 self.probing = route
                 return choice
@@ -638,7 +654,9 @@ class _Call:
             self.telemetry.probe(self.span, route, "failure")
             self.probing = None
 
-    def failed(self, exc: BaseException, discarded: Counter[str] | None = None) -> policy.Decision:
+    def failed(
+        self, exc: BaseException, discarded: Counter[str] | None = None
+    ) -> Steps[policy.Decision]:
         """Account for a failed attempt and decide what comes next."""
         failure = classify(exc)
         config = self.config
@@ -659,7 +677,7 @@ class _Call:
         probe = self.probing == source
         # A breaker that refused the attempt already keeps calls off the route.
         blame = qualifying and failure.kind is not FailureKind.BREAKER_OPEN
-        decision = self._choose(
+        decision = yield from self._choose(
             lambda degraded: policy.decide(
                 config,
                 failure,
@@ -905,16 +923,18 @@ class _StreamBase(Generic[C]):
     def _end(self) -> list[C | StreamReset]:
         return self._release(self._state.end())
 
-    def _failed(self, run: _Call, exc: BaseException) -> float:
+    def _failed(self, run: _Call, exc: BaseException) -> Steps[float]:
         """Decide after a failure: the wait before the next attempt, or raise to surface."""
         state = self._state
         if state.committed and (self._mid_stream == "error" or isinstance(exc, _ABORTS)):
             if isinstance(exc, _ABORTS):
-                run.failed(exc)
+                yield from run.failed(exc)
                 raise exc
             raise run.failed_mid_stream(exc, tuple(state.delivered)) from exc
         failed_route = run.current
-        decision = run.failed(exc, state.discarded(including_delivered=state.committed))
+        decision = yield from run.failed(
+            exc, state.discarded(including_delivered=state.committed)
+        )
         if isinstance(decision, GiveUp):
             if state.committed:  # restart mode with nowhere to restart: as in "error" mode
                 failure = run.records[-1].failure or classify(exc)
@@ -969,12 +989,14 @@ class FailoverStream(_StreamBase[C], Iterator[C | StreamReset]):
         if run is None:
             yield from self._fn(Attempt(self.requested, self.requested))
             return
+        health = self._fo.health
         try:
+            run_sync(run.start(), health)
             while True:
                 attempt = self._begin(run)
                 upstream: Iterator[C] | None = None
                 try:
-                    run.admit()
+                    run_sync(run.admit(), health)
                     with run.attempt_context():
                         upstream = iter(self._fn(attempt))
                     while True:
@@ -986,7 +1008,7 @@ class FailoverStream(_StreamBase[C], Iterator[C | StreamReset]):
                     yield from self._end()
                 except BaseException as exc:
                     _close(upstream)
-                    delay = self._failed(run, exc)
+                    delay = run_sync(self._failed(run, exc), health)
                     if delay:
                         self._fo._sleep(delay)
                     continue
@@ -1036,12 +1058,14 @@ class AsyncFailoverStream(_StreamBase[C], AsyncIterator[C | StreamReset]):
             async for chunk in self._fn(Attempt(self.requested, self.requested)):
                 yield chunk
             return
+        health = self._fo.health
         try:
+            await run_async(run.start(), health)
             while True:
                 attempt = self._begin(run)
                 upstream: AsyncIterator[C] | None = None
                 try:
-                    run.admit()
+                    await run_async(run.admit(), health)
                     with run.attempt_context():
                         upstream = aiter(self._fn(attempt))
                     while True:
@@ -1056,7 +1080,7 @@ class AsyncFailoverStream(_StreamBase[C], AsyncIterator[C | StreamReset]):
                         yield item
                 except BaseException as exc:
                     await _aclose(upstream)
-                    delay = self._failed(run, exc)
+                    delay = await run_async(self._failed(run, exc), health)
                     if delay:
                         await self._fo._async_sleep(delay)
                     continue

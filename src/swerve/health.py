@@ -220,6 +220,10 @@ class HealthStore(Protocol):
         """Take ``route``'s probe for ``lease_s`` seconds; False if it is not due or taken."""
         ...
 
+    async def aclaim_probe(self, route: str, now: float, lease_s: float) -> bool:
+        """:meth:`claim_probe` for async callers: a shared store must not block their loop."""
+        ...
+
     def release_probe(self, route: str) -> None:
         """Give the probe back without a verdict (the call was cancelled, or its failure says
         nothing about the route); the next call may probe."""
@@ -232,7 +236,16 @@ class HealthStore(Protocol):
 
     def admit(
         self, route: str, now: float, config: BreakerConfig
-    ) -> tuple[Admission, BreakerTransition | None]: ...
+    ) -> tuple[Admission, BreakerTransition | None]:
+        """Whether ``route``'s breaker lets an attempt start now (a half-open breaker admits
+        ``config.half_open_probes`` at once)."""
+        ...
+
+    async def aadmit(
+        self, route: str, now: float, config: BreakerConfig
+    ) -> tuple[Admission, BreakerTransition | None]:
+        """:meth:`admit` for async callers."""
+        ...
 
     def record(
         self, route: str, outcome: Outcome, now: float, config: BreakerConfig, *, probe: bool
@@ -299,6 +312,9 @@ class MemoryHealth:
             entry.lease_until = now + lease_s
             return True
 
+    async def aclaim_probe(self, route: str, now: float, lease_s: float) -> bool:
+        return self.claim_probe(route, now, lease_s)  # memory: never waits
+
     def release_probe(self, route: str) -> None:
         with self._lock:
             entry = self._cooling.get(route)
@@ -326,6 +342,11 @@ class MemoryHealth:
                 breaker = self._breakers[route] = Breaker()
             admission, moved_from = breaker.admit(now, config)
             return admission, _transition(route, moved_from, breaker)
+
+    async def aadmit(
+        self, route: str, now: float, config: BreakerConfig
+    ) -> tuple[Admission, BreakerTransition | None]:
+        return self.admit(route, now, config)
 
     def record(
         self, route: str, outcome: Outcome, now: float, config: BreakerConfig, *, probe: bool
