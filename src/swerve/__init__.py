@@ -21,6 +21,7 @@ from ._engine import (
     StreamReset,
     StreamSpec,
 )
+from ._redis import RedisHealth
 from ._routes import Route
 from .failures import Failure, FailureKind, classify
 from .health import HealthStore, MemoryHealth
@@ -49,6 +50,7 @@ __all__ = [
     "MemoryHealth",
     "MidStreamError",
     "PartKind",
+    "RedisHealth",
     "Result",
     "Route",
     "StreamReset",

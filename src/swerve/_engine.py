@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import random as _random
+import threading
 import time
 from collections import Counter
 from collections.abc import (
@@ -34,6 +36,7 @@ from opentelemetry.util.types import AttributeValue
 from . import policy
 from ._config import DEFAULT_ENV_VAR, EnvConfig, FallbackConfig
 from ._routes import Route
+from ._steps import Admit, Claim, Steps, run_async, run_sync
 from .failures import (
     AttemptTimeout,
     CircuitOpenError,
@@ -42,7 +45,6 @@ from .failures import (
     IncompleteStreamError,
     classify,
 )
-from ._steps import Admit, Claim, Steps, run_async, run_sync
 from .health import (
     Admission,
     BreakerTransition,
@@ -224,6 +226,25 @@ class MidStreamError(Exception):
 
 
 _DEFAULT_HEALTH = MemoryHealth()
+HEALTH_URL_VAR = "SWERVE_HEALTH_URL"
+_SHARED: dict[str, HealthStore] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def default_health() -> HealthStore:
+    """The process-wide store: a :class:`RedisHealth` on ``$SWERVE_HEALTH_URL`` when it is set
+    (one per URL, shared by every Failover), else one in-memory store."""
+    url = os.environ.get(HEALTH_URL_VAR, "").strip()
+    if not url:
+        return _DEFAULT_HEALTH
+    with _SHARED_LOCK:
+        store = _SHARED.get(url)
+        if store is None:
+            from ._redis import RedisHealth
+
+            prefix = os.environ.get("SWERVE_HEALTH_PREFIX", "swerve")
+            store = _SHARED[url] = RedisHealth.from_url(url, prefix=prefix)
+        return store
 
 
 class Failover:
@@ -253,7 +274,7 @@ class Failover:
         self._fixed = config
         self._env = None if config is not None else EnvConfig(env_var)
         self._generation = 0
-        self.health: HealthStore = health if health is not None else _DEFAULT_HEALTH
+        self.health: HealthStore = health if health is not None else default_health()
         self.telemetry = telemetry if telemetry is not None else default_telemetry()
         self.telemetry.watch(self.health)
         self.operation = operation
@@ -480,6 +501,8 @@ class _Call:
         start, skipped = yield from self._choose(
             lambda degraded: policy.start_route(config, requested, degraded)
         )
+        for route, what in self.fo.health.take_notices():
+            self.telemetry.operator(self.span, route, what)
         for route in skipped:
             self.telemetry.route_skipped(self.span, route)
         self.current = self.fo.route(start)
@@ -648,7 +671,7 @@ class _Call:
             return
         longest = config.longest_cooldown_s
         rule = CooldownRule(config.cooldown_s, longest, min(failure.retry_after or 0.0, longest))
-        cooldown = self.fo.health.cool_down(route, self.fo._clock(), rule)
+        cooldown = self.fo.health.cool_down(route, self.fo._clock(), rule, failure.kind.value)
         self.telemetry.cooldown(self.span, route, cooldown.seconds, cooldown.until)
         if self.probing == route:
             self.telemetry.probe(self.span, route, "failure")
@@ -932,9 +955,7 @@ class _StreamBase(Generic[C]):
                 raise exc
             raise run.failed_mid_stream(exc, tuple(state.delivered)) from exc
         failed_route = run.current
-        decision = yield from run.failed(
-            exc, state.discarded(including_delivered=state.committed)
-        )
+        decision = yield from run.failed(exc, state.discarded(including_delivered=state.committed))
         if isinstance(decision, GiveUp):
             if state.committed:  # restart mode with nowhere to restart: as in "error" mode
                 failure = run.records[-1].failure or classify(exc)

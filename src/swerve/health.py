@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Container
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
@@ -23,6 +23,7 @@ __all__ = [
     "BreakerTransition",
     "Cooldown",
     "CooldownRule",
+    "Cooling",
     "HealthStore",
     "MemoryHealth",
     "Outcome",
@@ -65,6 +66,8 @@ class RouteHealth:
     degraded_until: float | None
     breaker: BreakerState
     recovering: bool = False
+    reason: str = ""
+    """Why the route cooled down: the failure kind, or ``drained`` (by an operator)."""
 
     @property
     def degraded(self) -> bool:
@@ -102,13 +105,16 @@ class Cooldown:
 
 
 @dataclass(slots=True)
-class _Cooling:
+class Cooling:
+    """One route's cooldown as a store keeps it (and a shared store shares it)."""
+
     until: float
     streak: int
     # A recovering route nobody calls is never probed: after one more longest cooldown with
     # no verdict it is forgotten (healthy until it fails again), so no entry lives forever.
     forget_at: float
     lease_until: float = 0.0  # a recovery probe holds the route until then
+    reason: str = ""
 
 
 _MAX_OUTCOMES = 1000
@@ -182,6 +188,14 @@ class Breaker:
         self.outcomes.clear()
         self.failures = 0
 
+    def force_open(self, until: float) -> None:
+        """Open until ``until`` because the fleet says so (the next open doubles as usual)."""
+        if self.state is BreakerState.CLOSED:
+            self.opens += 1
+        self.state, self.open_until, self.probes = BreakerState.OPEN, until, 0
+        self.outcomes.clear()
+        self.failures = 0
+
     def state_at(self, now: float) -> BreakerState:
         if self.state is BreakerState.OPEN and now >= self.open_until:
             return BreakerState.HALF_OPEN  # what the next admission will see
@@ -198,7 +212,7 @@ class HealthStore(Protocol):
     cools it down again, for longer.
     """
 
-    def cool_down(self, route: str, now: float, rule: CooldownRule) -> Cooldown:
+    def cool_down(self, route: str, now: float, rule: CooldownRule, reason: str = "") -> Cooldown:
         """Degrade ``route`` per ``rule``; never shortens a cooldown already running.
 
         A failure while the route is recovering grows the cooldown (one more failed probe); a
@@ -255,8 +269,18 @@ class HealthStore(Protocol):
         """Every route the store knows of, for gauges and ``swerve health``."""
         ...
 
-    def clear(self) -> None:
-        """Forget all cooldowns and breaker state (a config change does this)."""
+    def clear(self, route: str | None = None) -> None:
+        """Forget ``route``'s cooldown and breaker (an operator ends them), or every route's (a
+        config change does this)."""
+        ...
+
+    def drain(self, route: str, until: float, now: float) -> None:
+        """Degrade ``route`` on purpose until ``until`` (before a provider's maintenance, say)."""
+        ...
+
+    def take_notices(self) -> list[tuple[str, str]]:
+        """What operators did to routes since the last call (``(route, "cleared" | "drained")``),
+        for the next call to report; empty almost always, and cheap then."""
         ...
 
 
@@ -265,10 +289,11 @@ class MemoryHealth:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._cooling: dict[str, _Cooling] = {}
+        self._cooling: dict[str, Cooling] = {}
         self._breakers: dict[str, Breaker] = {}
+        self._notices: list[tuple[str, str]] = []
 
-    def cool_down(self, route: str, now: float, rule: CooldownRule) -> Cooldown:
+    def cool_down(self, route: str, now: float, rule: CooldownRule, reason: str = "") -> Cooldown:
         with self._lock:
             entry = self._live(route, now)
             if entry is None:
@@ -278,13 +303,13 @@ class MemoryHealth:
                 streak = entry.streak + 1 if now >= entry.until else entry.streak
                 until = entry.until
             until = max(until, now + rule.seconds(streak))  # never shortens
-            self._cooling[route] = _Cooling(until, streak, until + rule.max_s)
+            self._cooling[route] = Cooling(until, streak, until + rule.max_s, reason=reason)
             return Cooldown(route, until, until - now, streak)
 
     def unavailable(self, now: float) -> Container[str]:
         return _Unavailable(self, now)
 
-    def _live(self, route: str, now: float) -> _Cooling | None:
+    def _live(self, route: str, now: float) -> Cooling | None:
         entry = self._cooling.get(route)
         if entry is not None and now >= entry.forget_at:
             self._cooling.pop(route, None)
@@ -375,14 +400,81 @@ class MemoryHealth:
                         entry.until if entry is not None and entry.until > now else None,
                         breaker.state_at(now) if breaker is not None else BreakerState.CLOSED,
                         recovering=entry is not None and entry.until <= now,
+                        reason=entry.reason if entry is not None else "",
                     )
                 )
             return out
 
-    def clear(self) -> None:
+    def clear(self, route: str | None = None) -> None:
         with self._lock:
-            self._cooling.clear()
-            self._breakers.clear()
+            if route is None:
+                self._cooling.clear()
+                self._breakers.clear()
+                return
+            self._cooling.pop(route, None)
+            self._breakers.pop(route, None)
+            self._notices.append((route, "cleared"))
+
+    def drain(self, route: str, until: float, now: float) -> None:
+        with self._lock:
+            entry = self._live(route, now)
+            streak = entry.streak if entry is not None else 0
+            self._cooling[route] = Cooling(until, streak, until, reason="drained")
+            self._notices.append((route, "drained"))
+
+    def take_notices(self) -> list[tuple[str, str]]:
+        if not self._notices:  # the hot path: nothing happened
+            return []
+        with self._lock:
+            notices, self._notices = self._notices, []
+            return notices
+
+    # -- the fleet's view, from a shared store (RedisHealth keeps this store as its local view)
+    def cooling(self, route: str, now: float) -> Cooling | None:
+        """A copy of ``route``'s cooldown entry, or None when it has none."""
+        with self._lock:
+            entry = self._live(route, now)
+            return None if entry is None else replace(entry)
+
+    def adopt(self, route: str, shared: Cooling, now: float) -> None:
+        """Take another process's view of ``route``'s cooldown: a cooldown is never shortened
+        and a probe held elsewhere keeps calls here off the route until its lease ends."""
+        with self._lock:
+            entry = self._live(route, now)
+            if entry is None or shared.streak > entry.streak or shared.until > entry.until:
+                merged = replace(shared)
+                if entry is not None:
+                    merged.until = max(entry.until, shared.until)
+                    merged.forget_at = max(entry.forget_at, shared.forget_at)
+                    merged.lease_until = max(entry.lease_until, shared.lease_until)
+                self._cooling[route] = merged
+            else:
+                entry.lease_until = max(entry.lease_until, shared.lease_until)
+
+    def forget(self, route: str) -> None:
+        """The route recovered elsewhere: it is healthy here too."""
+        with self._lock:
+            self._cooling.pop(route, None)
+
+    def adopt_breaker(self, route: str, open_until: float | None, now: float) -> None:
+        """Another process opened ``route``'s breaker until ``open_until`` (or closed it: None)."""
+        with self._lock:
+            breaker = self._breakers.get(route)
+            if open_until is None:
+                if breaker is not None and breaker.state is not BreakerState.CLOSED:
+                    self._breakers[route] = Breaker()
+                return
+            if breaker is None:
+                breaker = self._breakers[route] = Breaker()
+            if breaker.state is not BreakerState.OPEN or breaker.open_until < open_until:
+                breaker.force_open(open_until)
+
+    def breaker_open_until(self, route: str) -> float | None:
+        """When ``route``'s breaker, open here, lets probes through; None if it is not open."""
+        breaker = self._breakers.get(route)
+        if breaker is None or breaker.state is BreakerState.CLOSED:
+            return None
+        return breaker.open_until
 
 
 class _Unavailable:

@@ -59,6 +59,10 @@ RETRY_DELAY: Final = "swerve.retry.delay_s"
 COOLDOWN_SECONDS: Final = "swerve.cooldown.seconds"
 COOLDOWN_UNTIL: Final = "swerve.cooldown.until"
 PROBE_OUTCOME: Final = "swerve.probe.outcome"
+OPERATOR_ACTION: Final = "swerve.operator.action"
+STORE: Final = "swerve.store.name"
+STORE_UP: Final = "swerve.store.up"
+STORE_REASON: Final = "swerve.store.reason"
 ATTEMPT_PROBE: Final = "swerve.attempt.probe"
 BREAKER_FROM: Final = "swerve.breaker.from"
 BREAKER_TO: Final = "swerve.breaker.to"
@@ -93,6 +97,8 @@ EVENT_COOLDOWN: Final = "swerve.cooldown"
 EVENT_ROUTE_SKIPPED: Final = "swerve.route_skipped"
 EVENT_BREAKER: Final = "swerve.breaker"
 EVENT_PROBE: Final = "swerve.probe"
+EVENT_OPERATOR: Final = "swerve.operator"
+EVENT_STORE: Final = "swerve.store"
 EVENT_PARTIAL_DISCARDED: Final = "swerve.partial_discarded"
 EVENT_STREAM_RESET: Final = "swerve.stream_reset"
 EVENT_CACHE_FIX: Final = "swerve.cache_fix"
@@ -112,6 +118,7 @@ METRIC_CACHE_FIXES: Final = "swerve.cache_fixes"
 METRIC_DOWNGRADES: Final = "swerve.downgrades"
 METRIC_ROUTE_DEGRADED: Final = "swerve.route.degraded"
 METRIC_BREAKER_STATE: Final = "swerve.breaker.state"
+METRIC_STORE_UP: Final = "swerve.store.up"
 METRIC_CALL_DURATION: Final = "swerve.call.duration"
 METRIC_ATTEMPT_DURATION: Final = "swerve.attempt.duration"
 METRIC_ADDED_LATENCY: Final = "swerve.call.added_latency"
@@ -205,6 +212,13 @@ class Telemetry:
             "Breaker state per route: 0 closed, 1 half-open, 2 open",
         )
 
+        meter.create_observable_gauge(
+            METRIC_STORE_UP,
+            [self._observe_store],
+            "1",
+            "1 while a shared health store (Redis) shares health, 0 while each process is alone",
+        )
+
     # -- gauges ---------------------------------------------------------------------------------
     def watch(self, health: HealthStore) -> None:
         """Report ``health``'s routes in the degraded and breaker-state gauges."""
@@ -222,6 +236,32 @@ class Telemetry:
         return [
             Observation(int(degraded), {ROUTE: route}) for route, degraded, _ in self._snapshots()
         ]
+
+    def _observe_store(self, _: CallbackOptions) -> Iterable[Observation]:
+        return [
+            Observation(int(sharing), {STORE: str(getattr(store, "description", "store"))})
+            for store in list(self._health)
+            if isinstance(sharing := getattr(store, "sharing", None), bool)
+        ]
+
+    def store(self, description: str, up: bool, reason: str) -> None:
+        """A shared health store started or stopped sharing (a span of its own with one event:
+        it happens outside any call)."""
+        attrs: dict[str, AttributeValue] = {STORE: description, STORE_UP: up}
+        if reason:
+            attrs[STORE_REASON] = reason
+        span = self.tracer.start_span("swerve store", kind=SpanKind.INTERNAL, attributes=attrs)
+        span.add_event(EVENT_STORE, attrs)
+        span.end()
+        if up:
+            _log.info("swerve: sharing route health through %s", description)
+        else:
+            _log.warning(
+                "swerve: route health is not shared (%s unreachable: %s); each process "
+                "decides alone until it returns",
+                description,
+                reason or "not connected",
+            )
 
     def _observe_breaker(self, _: CallbackOptions) -> Iterable[Observation]:
         return [
@@ -337,6 +377,10 @@ class Telemetry:
         (cooled down again, for longer) or ``inconclusive`` (given back unjudged)."""
         span.add_event(EVENT_PROBE, {ROUTE: route, PROBE_OUTCOME: outcome})
         self.probes.add(1, {ROUTE: route, PROBE_OUTCOME: outcome})
+
+    def operator(self, span: Span, route: str, action: str) -> None:
+        """An operator ``cleared`` or ``drained`` the route (``swerve routes``)."""
+        span.add_event(EVENT_OPERATOR, {ROUTE: route, OPERATOR_ACTION: action})
 
     def route_skipped(self, span: Span, route: str) -> None:
         span.add_event(EVENT_ROUTE_SKIPPED, {ROUTE: route, REASON: "degraded"})
