@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,16 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from swerve import Failover, FallbackConfig, MemoryHealth, MidStreamError, StreamSpec, Telemetry
+from swerve import (
+    BreakerConfig,
+    Failover,
+    FallbackConfig,
+    MemoryHealth,
+    MidStreamError,
+    RedisHealth,
+    StreamSpec,
+    Telemetry,
+)
 from swerve import telemetry as names
 from swerve.testing import FakeProvider, Fault, Reply
 
@@ -59,11 +70,17 @@ def test_doc_prometheus_names_are_the_exporters() -> None:
     assert documented == PROMETHEUS_NAMES
 
 
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])  # nothing listens there once the socket closes
+
+
 def test_doc_lists_exactly_the_names_in_the_code() -> None:
     assert _first("Events") == _constants("EVENT_")
     assert _first("Metrics") == _constants("METRIC_")
     assert _first("Attributes") == ATTRIBUTE_CONSTANTS
-    assert _first("Spans") == {names.SPAN_CALL, names.SPAN_ATTEMPT}
+    assert _first("Spans") == {names.SPAN_CALL, names.SPAN_ATTEMPT, names.SPAN_STORE}
 
 
 @pytest.fixture
@@ -113,6 +130,30 @@ def emitted() -> Iterator[dict[str, Any]]:
                 raise httpx.RemoteProtocolError("peer closed connection")
 
         fo.collect(F, parts, StreamSpec(part=lambda c: c["k"]))  # type: ignore[arg-type,return-value]
+        # A cooldown that ends into a still-dead route: its one probe fails.
+        fo = Failover(
+            config.model_copy(update={"breaker": BreakerConfig(enabled=False)}), MemoryHealth(),
+            telemetry=telemetry, clock=clock.time, monotonic=clock.monotonic, sleep=clock.sleep,
+        )  # fmt: skip
+        fake.set_fault("primary", Fault.status(503))
+        fo.call(P, lambda a: _wire.complete(client, fake, a))  # cools the primary
+        clock.advance(10)
+        fo.call(P, lambda a: _wire.complete(client, fake, a))  # its probe fails
+        # An operator drains a route: the next call reports it.
+        fo.health.drain(F, clock.now + 60, clock.now)
+        fo.call(F, lambda a: _wire.complete(client, fake, a))
+        # A shared store that cannot reach its Redis says so (a closed loopback port).
+        store = RedisHealth.from_url(
+            f"redis://:s3cret@127.0.0.1:{_closed_port()}/0", telemetry=telemetry
+        )
+        Failover(config, store, telemetry=telemetry)  # watched: the store.up gauge
+        deadline = time.monotonic() + 10
+        while store.sharing or not any(
+            s.name == names.SPAN_STORE for s in exporter.get_finished_spans()
+        ):
+            assert time.monotonic() < deadline, "the store never reported itself down"
+            time.sleep(0.01)
+        store.close()
         # The empty-text cache fix is reported by the payload fixer; here, straight from the API.
         with telemetry.tracer.start_as_current_span("outer"):
             telemetry.cache_fix(P, 1, ["messages[0].content[0]"])

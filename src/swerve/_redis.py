@@ -99,7 +99,13 @@ class RedisHealth:
 
     @classmethod
     def from_url(
-        cls, url: str, *, prefix: str = "swerve", timeout_s: float = 0.25, **kwargs: Any
+        cls,
+        url: str,
+        *,
+        prefix: str = "swerve",
+        timeout_s: float = 0.25,
+        telemetry: Telemetry | None = None,
+        **kwargs: Any,
     ) -> RedisHealth:
         """A store on ``url``: ``redis://`` or ``rediss://`` (TLS) or ``unix://``, with the
         password in the URL as redis-py reads it; ``?cluster=1`` for Redis Cluster;
@@ -140,7 +146,7 @@ class RedisHealth:
             client = redis.RedisCluster.from_url(rest, cluster_error_retry_attempts=0, **options)
         else:
             client = redis.Redis.from_url(url, **options)
-        return cls(client, prefix=prefix, description=description)
+        return cls(client, prefix=prefix, telemetry=telemetry, description=description)
 
     # -- keys -------------------------------------------------------------------------------
     def _keys(self, route: str, *names: str) -> list[str]:

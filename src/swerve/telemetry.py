@@ -88,6 +88,7 @@ DISCARDED_BY_PART: Final = {
 # --- span names ------------------------------------------------------------------------------
 SPAN_CALL: Final = "swerve {operation} {route}"  # INTERNAL, one per logical call
 SPAN_ATTEMPT: Final = "{operation} {model}"  # CLIENT, one per attempt (GenAI convention)
+SPAN_STORE: Final = "swerve store"  # INTERNAL, when a shared store starts or stops sharing
 
 # --- events (on the call span) ---------------------------------------------------------------
 EVENT_RETRY: Final = "swerve.retry"
@@ -250,7 +251,7 @@ class Telemetry:
         attrs: dict[str, AttributeValue] = {STORE: description, STORE_UP: up}
         if reason:
             attrs[STORE_REASON] = reason
-        span = self.tracer.start_span("swerve store", kind=SpanKind.INTERNAL, attributes=attrs)
+        span = self.tracer.start_span(SPAN_STORE, kind=SpanKind.INTERNAL, attributes=attrs)
         span.add_event(EVENT_STORE, attrs)
         span.end()
         if up:

@@ -23,11 +23,11 @@ from dashboards import HERE, PROMETHEUS_NAMES, grafana, label
 from dashboards.__main__ import main as generate
 from dashboards.__main__ import shipped_rules
 from dashboards.rules import alert_rules, chain, render
-from swerve import FallbackConfig, MemoryHealth, Telemetry
+from swerve import FallbackConfig, MemoryHealth, RedisHealth, Telemetry
 from swerve import telemetry as names
 from swerve.health import CooldownRule
 
-from ._prometheus import binary
+from ._prometheus import binary, free_port
 
 DASHBOARD = HERE / "swerve.json"
 ALERTS = HERE / "alerts.yml"
@@ -166,6 +166,8 @@ def test_prometheus_names_are_what_the_exporter_produces() -> None:
         health = MemoryHealth()
         health.cool_down("a/x", 0.0, CooldownRule(4e9, 4e9))
         tel.watch(health)
+        store = RedisHealth.from_url(f"redis://127.0.0.1:{free_port()}/0", telemetry=tel)
+        tel.watch(store)  # the store.up gauge: 0, nothing listens on that port
         for instrument in vars(tel).values():
             if hasattr(instrument, "observe"):  # counters, read when collected
                 instrument.add(1, {names.ROUTE: "a/x"})
@@ -173,6 +175,7 @@ def test_prometheus_names_are_what_the_exporter_produces() -> None:
                 instrument.record(0.1, {names.ROUTE: "a/x"})
         text = generate_latest(registry).decode()
     finally:
+        store.close()
         provider.shutdown()
     samples = {line.split("{")[0].split(" ")[0] for line in text.splitlines() if line[:1] != "#"}
     families = {re.sub(r"_(bucket|count|sum)$", "", s) for s in samples if s.startswith("swerve")}
