@@ -577,6 +577,136 @@ def test_no_finish(fake: FakeProvider, http: httpx.Client) -> None:
     assert (data["content"][0]["text"], data["stop_reason"]) == ("all of it", None)
 
 
+@pytest.mark.parametrize("path", [OPENAI, ANTHROPIC])
+def test_no_done_sends_the_finish_but_no_terminator(
+    fake: FakeProvider, path: str, http: httpx.Client
+) -> None:
+    fake.set_reply("p", Reply(text="all of it", usage=(3, 7)))
+    fake.set_fault("p", Fault.no_done())
+    events, error = stream(http, fake.url("p") + path, body(stream_options={"include_usage": True}))
+    assert error is None  # the HTTP body ended properly
+    payloads = datas(events)
+    if path == OPENAI:
+        assert openai_text(payloads) == "all of it"
+        assert "[DONE]" not in payloads
+        assert payloads[-2]["choices"][0]["finish_reason"] == "stop"
+        assert payloads[-1]["choices"] == []
+        assert payloads[-1]["usage"]["completion_tokens"] == 7
+    else:
+        names = [name for name, _ in events]
+        assert names[-2:] == ["content_block_stop", "message_delta"]
+        assert "message_stop" not in names
+        assert payloads[-1]["delta"]["stop_reason"] == "end_turn"
+        assert payloads[-1]["usage"] == {"output_tokens": 7}
+    data = http.post(fake.url("p") + path, json=body()).json()  # a normal, complete body
+    finish = data["choices"][0]["finish_reason"] if path == OPENAI else data["stop_reason"]
+    assert finish == ("stop" if path == OPENAI else "end_turn")
+
+
+def _undecodable(events: list[Event]) -> list[int]:
+    """Indexes of the events whose data is not JSON."""
+    bad = []
+    for index, (_, data) in enumerate(events):
+        if data != "[DONE]":
+            try:
+                json.loads(data)
+            except ValueError:
+                bad.append(index)
+    return bad
+
+
+@pytest.mark.parametrize("path", [OPENAI, ANTHROPIC])
+def test_malformed_before_content(fake: FakeProvider, path: str, http: httpx.Client) -> None:
+    fake.set_reply("p", Reply(text="one two three"))
+    fake.set_fault("p", Fault.malformed_before_content())
+    events, error = stream(http, fake.url("p") + path, body())
+    assert error is None
+    assert _undecodable(events) == [1]  # right after the role delta / message_start
+    if path == OPENAI:
+        assert events[1] == (None, '{"choices": [')
+        good = datas(events[:1] + events[2:])
+        assert openai_text(good) == "one two three"
+        assert good[-1] == "[DONE]"  # the rest of the stream is whole
+    else:
+        assert events[1][0] == "content_block_delta"
+        assert [name for name, _ in events][-1] == "message_stop"
+    response = http.post(fake.url("p") + path, json=body())
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "application/json"
+    with pytest.raises(json.JSONDecodeError):
+        response.json()
+
+
+@pytest.mark.parametrize("path", [OPENAI, ANTHROPIC])
+def test_malformed_after_content_chunks(fake: FakeProvider, path: str, http: httpx.Client) -> None:
+    fake.set_reply("p", Reply(text="one two three"))
+    fake.set_fault("p", Fault.malformed_after(2))
+    events, error = stream(http, fake.url("p") + path, body())
+    assert error is None
+    [bad] = _undecodable(events)
+    before = datas(events[:bad])
+    if path == OPENAI:
+        assert openai_content_chunks(before) == ["one", " two"]
+        assert openai_text(datas(events[bad + 1 :])) == " three"
+        assert events[-1] == (None, "[DONE]")
+    else:
+        deltas = [p["delta"]["text"] for p in before if p["type"] == "content_block_delta"]
+        assert deltas == ["one", " two"]
+        assert events[-1][0] == "message_stop"
+    with pytest.raises(json.JSONDecodeError):
+        http.post(fake.url("p") + path, json=body()).json()
+
+
+CREDENTIALS = {"authorization": "Bearer sk-test-ECHOED0123456789", "x-api-key": "sk-ant-ECHOED"}
+
+
+@pytest.mark.parametrize("path", [OPENAI, ANTHROPIC])
+def test_echo_headers_repeats_the_credentials_in_an_error(
+    fake: FakeProvider, path: str, http: httpx.Client
+) -> None:
+    fake.set_fault("p", Fault.echo_headers(401))
+    for payload in (body(), body(stream=True)):
+        response = http.post(fake.url("p") + path, json=payload, headers=CREDENTIALS)
+        assert response.status_code == 401
+        received = fake.received_headers("p")[-1]
+        error = response.json()["error"]
+        assert error["message"] == f"received headers: {json.dumps(received)}"
+        assert all(v in error["message"] for v in CREDENTIALS.values())
+        if path == OPENAI:
+            assert error["type"] == "invalid_request_error"
+        else:
+            assert (response.json()["type"], error["type"]) == ("error", "authentication_error")
+        assert response.headers["x-echo-authorization"] == CREDENTIALS["authorization"]
+        assert response.headers["x-echo-x-api-key"] == CREDENTIALS["x-api-key"]
+
+
+@pytest.mark.parametrize("path", [OPENAI, ANTHROPIC])
+@pytest.mark.parametrize("after", [0, 2])
+def test_echo_headers_in_stream(
+    fake: FakeProvider, path: str, after: int, http: httpx.Client
+) -> None:
+    fake.set_reply("p", Reply(text="one two three"))
+    fake.set_fault("p", Fault.echo_headers(in_stream=True, after=after))
+    url = fake.url("p") + path
+    with http.stream("POST", url, json=body(stream=True), headers=CREDENTIALS) as response:
+        assert response.status_code == 200
+        events = parse_sse(list(response.iter_lines()))
+    message = f"received headers: {json.dumps(fake.received_headers('p')[-1])}"
+    payloads = datas(events)
+    if path == OPENAI:
+        assert openai_content_chunks(payloads) == ["one", " two"][:after]
+        assert payloads[-1]["error"] == {"code": 400, "message": message}
+        assert payloads[-1]["choices"][0]["finish_reason"] == "error"
+    else:
+        assert events[-1][0] == "error"
+        assert payloads[-1]["error"] == {"type": "invalid_request_error", "message": message}
+        deltas = [p for p in payloads if p["type"] == "content_block_delta"]
+        assert len(deltas) == after
+    response = http.post(url, json=body(), headers=CREDENTIALS)
+    assert response.status_code == 200
+    assert CREDENTIALS["x-api-key"] in response.json()["error"]["message"]
+
+
 def test_slow_first_token(fake: FakeProvider, http: httpx.Client) -> None:
     fake.set_fault("p", Fault.slow(first_token_s=0.3))
     started = time.monotonic()

@@ -262,9 +262,11 @@ def test_malformed_sse_ends_as_an_error_not_a_hang(fake: FakeProvider, make_fail
         )
 
     ups = {OR: Upstream("http://upstream.invalid/v1", transport=httpx.MockTransport(garbage))}
+    # Malformed before content, and nowhere else to go: the client gets the stream up to the
+    # bad event, and fails on it as it would without swerve.
     with (
         httpx.Client(transport=FailoverTransport(ups, failover=fo)) as c,
-        pytest.raises(httpx.RemoteProtocolError, match="without its finish event"),
+        pytest.raises(json.JSONDecodeError),
     ):
         openai_stream_text(c)
 
@@ -531,3 +533,404 @@ def test_swap_to_another_provider_downgrades_the_body(
     removed = list(event.attributes["swerve.downgrade.removed"])  # type: ignore[arg-type]
     assert any("cache_control" in r for r in removed)
     assert any("reasoning_details" in r for r in removed)
+
+
+# --- streams that finished without their terminator ---------------------------------------------
+def sse_data(client: Any, route: str, **extra: Any) -> list[Any]:
+    """Every event's data of a stream request on ``route`` (either wire), decoded."""
+    path = "/v1/messages" if route in (AN, AB) else "/v1/chat/completions"
+    body = {"model": route, "max_tokens": 64, "messages": MESSAGES, "stream": True, **extra}
+    with client.stream("POST", f"http://swerve.invalid{path}", json=body) as r:
+        assert r.status_code == 200
+        lines = [line[5:].strip() for line in r.iter_lines() if line.startswith("data:")]
+    return [line if line == "[DONE]" else json.loads(line) for line in lines]
+
+
+async def asse_data(client: Any, route: str, **extra: Any) -> list[Any]:
+    path = "/v1/messages" if route in (AN, AB) else "/v1/chat/completions"
+    body = {"model": route, "max_tokens": 64, "messages": MESSAGES, "stream": True, **extra}
+    async with client.stream("POST", f"http://swerve.invalid{path}", json=body) as r:
+        assert r.status_code == 200
+        lines = [line[5:].strip() async for line in r.aiter_lines() if line.startswith("data:")]
+    return [line if line == "[DONE]" else json.loads(line) for line in lines]
+
+
+def text_of(events: list[Any]) -> str:
+    """The text of decoded stream events of either wire."""
+    out = []
+    for event in events:
+        if event == "[DONE]":
+            continue
+        if event.get("type") == "content_block_delta":
+            out.append(event["delta"].get("text", ""))
+        for choice in event.get("choices") or ():
+            out.append(choice["delta"].get("content") or "")
+    return "".join(out)
+
+
+WIRE_ROUTES = pytest.mark.parametrize(
+    ("route", "provider", "backup"),
+    [(OR, "openrouter", "backup"), (AN, "anthropic", "anthropic-backup")],
+    ids=["openai", "anthropic"],
+)
+
+
+def assert_finished_and_healthy(
+    events: list[Any], route: str, failover: Failover, clock: FakeClock, otel: Otel
+) -> None:
+    if route == OR:
+        assert "[DONE]" not in events
+        assert events[-2]["choices"][0]["finish_reason"] == "stop"
+        assert events[-1]["choices"] == [] and events[-1]["usage"]["total_tokens"] == 15
+    else:
+        assert events[-1]["type"] == "message_delta"  # and no message_stop
+        assert events[-1]["delta"]["stop_reason"] == "end_turn"
+    assert route not in failover.health.unavailable(clock.now)
+    assert otel.events("swerve.cooldown") == []
+
+
+@WIRE_ROUTES
+def test_stream_that_finished_without_its_terminator_is_a_success(
+    client: Any, fake: FakeProvider, failover: Failover, clock: FakeClock, otel: Otel,
+    route: str, provider: str, backup: str,
+) -> None:  # fmt: skip
+    fake.set_fault(provider, Fault.no_done())
+    events = sse_data(client, route, stream_options={"include_usage": True})
+    assert text_of(events) == f"from {provider}"
+    assert_finished_and_healthy(events, route, failover, clock, otel)
+    assert (fake.requests(provider), fake.requests(backup)) == (1, 0)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("flavour", ["httpx", "httpx2"])
+@WIRE_ROUTES
+async def test_async_stream_that_finished_without_its_terminator_is_a_success(
+    fake: FakeProvider, failover: Failover, clock: FakeClock, otel: Otel, flavour: str,
+    route: str, provider: str, backup: str,
+) -> None:  # fmt: skip
+    module: Any = httpx if flavour == "httpx" else httpx2
+    fake.set_fault(provider, Fault.no_done())
+    transport = AsyncFailoverTransport(upstreams(fake), failover=failover)
+    async with module.AsyncClient(transport=transport) as c:
+        events = await asse_data(c, route, stream_options={"include_usage": True})
+    assert text_of(events) == f"from {provider}"
+    assert_finished_and_healthy(events, route, failover, clock, otel)
+    assert (fake.requests(provider), fake.requests(backup)) == (1, 0)
+
+
+def test_sdks_read_a_stream_without_its_terminator(
+    fake: FakeProvider, failover: Failover, clock: FakeClock, otel: Otel
+) -> None:
+    transport = FailoverTransport(upstreams(fake), failover=failover)
+    http = httpx2.Client(transport=transport)
+    oai = openai.OpenAI(
+        base_url="http://swerve.invalid/v1", api_key="unused", max_retries=0, http_client=http
+    )
+    ant = anthropic.Anthropic(
+        base_url="http://swerve.invalid", api_key="unused", max_retries=0, http_client=http
+    )
+    fake.set_fault("openrouter", Fault.no_done())
+    fake.set_fault("anthropic", Fault.no_done())
+    chunks = list(
+        oai.chat.completions.create(  # type: ignore[call-overload]
+            model=OR, messages=MESSAGES, stream=True, stream_options={"include_usage": True}
+        )
+    )
+    assert (
+        "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "from openrouter"
+    )
+    assert chunks[-1].usage.total_tokens == 15  # the usage chunk after the finish_reason chunk
+    with ant.messages.stream(model=AN, max_tokens=64, messages=MESSAGES) as stream:  # type: ignore[arg-type]
+        message = stream.get_final_message()
+    assert (message.content[0].text, message.stop_reason) == ("from anthropic", "end_turn")  # type: ignore[union-attr]
+    unavailable = failover.health.unavailable(clock.now)
+    assert OR not in unavailable and AN not in unavailable
+    assert otel.events("swerve.cooldown") == []
+    assert fake.requests("backup") == fake.requests("anthropic-backup") == 0
+
+
+# --- malformed data ---------------------------------------------------------------------------
+@WIRE_ROUTES
+def test_malformed_data_before_content_is_invisible(
+    client: Any, fake: FakeProvider, route: str, provider: str, backup: str
+) -> None:
+    fake.set_fault(provider, Fault.malformed_before_content())
+    assert text_of(sse_data(client, route)) == f"from {backup}"
+    path = "/v1/messages" if route == AN else "/v1/chat/completions"
+    r = client.post(
+        f"http://swerve.invalid{path}", json={"model": route, "max_tokens": 8, "messages": MESSAGES}
+    )
+    assert r.status_code == 200
+    assert f"from {backup}" in r.text  # the half-sent JSON body was swapped away too
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("flavour", ["httpx", "httpx2"])
+@WIRE_ROUTES
+async def test_async_malformed_data_before_content_is_invisible(
+    fake: FakeProvider, failover: Failover, flavour: str, route: str, provider: str, backup: str
+) -> None:
+    module: Any = httpx if flavour == "httpx" else httpx2
+    fake.set_fault(provider, Fault.malformed_before_content())
+    transport = AsyncFailoverTransport(upstreams(fake), failover=failover)
+    async with module.AsyncClient(transport=transport) as c:
+        assert text_of(await asse_data(c, route)) == f"from {backup}"
+        path = "/v1/messages" if route == AN else "/v1/chat/completions"
+        body = {"model": route, "max_tokens": 8, "messages": MESSAGES}
+        r = await c.post(f"http://swerve.invalid{path}", json=body)
+        assert r.status_code == 200 and f"from {backup}" in r.text
+
+
+def test_openai_sdk_stream_survives_malformed_data_before_content(
+    fake: FakeProvider, failover: Failover
+) -> None:
+    sdk = openai.OpenAI(
+        base_url="http://swerve.invalid/v1", api_key="unused", max_retries=0,
+        http_client=httpx2.Client(transport=FailoverTransport(upstreams(fake), failover=failover)),
+    )  # fmt: skip
+    fake.set_fault("openrouter", Fault.malformed_before_content())
+    stream = sdk.chat.completions.create(model=OR, messages=MESSAGES, stream=True)  # type: ignore[call-overload]
+    assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == "from backup"
+
+
+@pytest.mark.anyio
+async def test_async_openai_sdk_stream_survives_malformed_data_before_content(
+    fake: FakeProvider, failover: Failover
+) -> None:
+    transport = AsyncFailoverTransport(upstreams(fake), failover=failover)
+    sdk = openai.AsyncOpenAI(
+        base_url="http://swerve.invalid/v1", api_key="unused", max_retries=0,
+        http_client=httpx2.AsyncClient(transport=transport),
+    )  # fmt: skip
+    fake.set_fault("openrouter", Fault.malformed_before_content())
+    stream = await sdk.chat.completions.create(model=OR, messages=MESSAGES, stream=True)  # type: ignore[call-overload]
+    assert "".join([c.choices[0].delta.content or "" async for c in stream if c.choices]) == (
+        "from backup"
+    )
+    await sdk.close()
+
+
+@WIRE_ROUTES
+def test_malformed_data_after_content_is_a_protocol_error(
+    client: Any, fake: FakeProvider, failover: Failover, clock: FakeClock,
+    route: str, provider: str, backup: str,
+) -> None:  # fmt: skip
+    fake.set_reply(provider, Reply(text="one two three"))
+    fake.set_fault(provider, Fault.malformed_after(1))
+    module = httpx if isinstance(client, httpx.Client) else httpx2
+    with pytest.raises(module.RemoteProtocolError, match="not JSON"):
+        sse_data(client, route)
+    assert route in failover.health.unavailable(clock.now)
+    assert fake.requests(backup) == 0
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("flavour", ["httpx", "httpx2"])
+@WIRE_ROUTES
+async def test_async_malformed_data_after_content_is_a_protocol_error(
+    fake: FakeProvider, failover: Failover, flavour: str, route: str, provider: str, backup: str
+) -> None:
+    module: Any = httpx if flavour == "httpx" else httpx2
+    fake.set_reply(provider, Reply(text="one two three"))
+    fake.set_fault(provider, Fault.malformed_after(1))
+    transport = AsyncFailoverTransport(upstreams(fake), failover=failover)
+    async with module.AsyncClient(transport=transport) as c:
+        with pytest.raises(module.RemoteProtocolError, match="not JSON"):
+            await asse_data(c, route)
+
+
+@WIRE_ROUTES
+def test_malformed_everywhere_hands_on_the_last_upstreams_own(
+    client: Any, fake: FakeProvider, route: str, provider: str, backup: str
+) -> None:
+    for name in (provider, backup):
+        fake.set_fault(name, Fault.malformed_before_content())
+    path = "/v1/messages" if route == AN else "/v1/chat/completions"
+    body = {"model": route, "max_tokens": 8, "messages": MESSAGES}
+    with client.stream("POST", f"http://swerve.invalid{path}", json={**body, "stream": True}) as r:
+        assert r.status_code == 200
+        raw = r.read()
+    *head, last = raw.decode().strip().split("\n\n")  # up to and including the bad event
+    assert len(head) == 1 and last.startswith(('data: {"choices": [', "event: content_block_delta"))
+    r = client.post(f"http://swerve.invalid{path}", json=body)
+    assert r.status_code == 200 and r.headers["content-type"] == "application/json"
+    with pytest.raises(json.JSONDecodeError):
+        r.json()  # the body as it was sent, half a document
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+def test_sdks_fail_as_without_swerve_when_every_route_is_malformed(
+    fake: FakeProvider, failover: Failover, stream: bool
+) -> None:
+    for name in ("openrouter", "backup", "anthropic", "anthropic-backup"):
+        fake.set_fault(name, Fault.malformed_before_content())
+    via = httpx2.Client(transport=FailoverTransport(upstreams(fake), failover=failover))
+
+    def undecoded(base: str, http: Any) -> list[str]:
+        """What each SDK failed to decode, talking to ``base``."""
+        oai = openai.OpenAI(base_url=f"{base}/v1", api_key="k", max_retries=0, http_client=http)
+        ant = anthropic.Anthropic(base_url=base, api_key="k", max_retries=0, http_client=http)
+        docs = []
+        with pytest.raises(json.JSONDecodeError) as info:
+            list(oai.chat.completions.create(model=OR, messages=MESSAGES, stream=stream))  # type: ignore[call-overload]
+        docs.append(info.value.doc)
+        with pytest.raises(json.JSONDecodeError) as info:
+            list(ant.messages.create(model=AN, max_tokens=8, messages=MESSAGES, stream=stream))  # type: ignore[call-overload]
+        docs.append(info.value.doc)
+        return docs
+
+    with httpx2.Client() as direct, via:
+        without = undecoded(fake.url("backup"), direct)  # the last upstream, without swerve
+        swerved = undecoded("http://swerve.invalid", via)
+    if stream:  # the same failure on the same event (a whole body differs in its ids)
+        assert swerved == without
+
+
+# --- keys echoed by an upstream ---------------------------------------------------------------
+def no_secret(*texts: object) -> None:
+    text = " ".join(map(str, texts))
+    for secret in SECRETS:
+        assert secret not in text
+
+
+def expected_echo(fake: FakeProvider, provider: str) -> str:
+    received = json.dumps(fake.received_headers(provider)[-1])
+    for secret in SECRETS:
+        received = received.replace(secret, "[REDACTED]")
+    return f"received headers: {received}"
+
+
+@WIRE_ROUTES
+def test_echoed_keys_are_redacted_from_the_final_error_response(
+    client: Any, fake: FakeProvider, route: str, provider: str, backup: str
+) -> None:
+    for name in (provider, backup):
+        fake.set_fault(name, Fault.echo_headers(503))
+    path = "/v1/messages" if route == AN else "/v1/chat/completions"
+    r = client.post(
+        f"http://swerve.invalid{path}", json={"model": route, "max_tokens": 8, "messages": MESSAGES}
+    )
+    assert r.status_code == 503
+    last = backup if fake.requests(backup) else provider
+    assert r.json()["error"]["message"] == expected_echo(fake, last)  # the rest is untouched
+    echoed = "x-echo-x-api-key" if route == AN else "x-echo-authorization"
+    assert r.headers[echoed] in ("[REDACTED]", "Bearer [REDACTED]")
+    no_secret(r.text, r.headers)
+
+
+@WIRE_ROUTES
+def test_echoed_keys_are_redacted_from_a_replayed_stream(
+    client: Any, fake: FakeProvider, route: str, provider: str, backup: str
+) -> None:
+    for name in (provider, backup):
+        fake.set_fault(name, Fault.echo_headers(503, in_stream=True))
+    events = sse_data(client, route)
+    last = backup if fake.requests(backup) else provider
+    assert events[-1]["error"]["message"] == expected_echo(fake, last)
+    no_secret(events)
+
+
+@WIRE_ROUTES
+def test_echoed_keys_are_redacted_from_an_error_event_after_content(
+    client: Any, fake: FakeProvider, route: str, provider: str, backup: str
+) -> None:
+    fake.set_fault(provider, Fault.echo_headers(503, in_stream=True, after=1))
+    events = sse_data(client, route)
+    assert text_of(events) == "from"
+    assert events[-1]["error"]["message"] == expected_echo(fake, provider)
+    no_secret(events)
+
+
+def test_extra_auth_headers_are_redacted_too(fake: FakeProvider, failover: Failover) -> None:
+    azure = "azure-0123456789abcdef-KEY"
+    ups = {
+        OR: Upstream(f"{fake.url('openrouter')}/v1", headers={"api-key": azure}),
+        BK: Upstream(
+            f"{fake.url('backup')}/v1", api_key=SECRETS[1], headers={"x-org": f"org;{SECRETS[1]}"}
+        ),
+    }
+    fake.set_fault("openrouter", Fault.echo_headers(401))
+    with httpx.Client(transport=FailoverTransport(ups, config=FallbackConfig(max_retries=0))) as c:
+        r = openai_json(c)
+        assert r.status_code == 401 and r.headers["x-echo-api-key"] == "[REDACTED]"
+        assert azure not in r.text and '\\"api-key\\": \\"[REDACTED]\\"' in r.text
+        r = openai_json(c, BK)
+        assert r.status_code == 200  # a success is never touched
+        fake.set_fault("backup", Fault.echo_headers(401))
+        r = openai_json(c, BK)
+        assert '\\"x-org\\": \\"[REDACTED]\\"' in r.text
+        no_secret(r.text, r.headers)
+
+
+def sdk_error_texts(exc: Any) -> list[object]:
+    response = getattr(exc, "response", None)
+    return [
+        str(exc),
+        repr(exc),
+        json.dumps(exc.body),
+        response and response.text,
+        response and response.headers,
+    ]
+
+
+@pytest.mark.parametrize("in_stream", [False, True], ids=["status", "in-stream"])
+def test_sdk_errors_carry_no_echoed_key(
+    fake: FakeProvider, failover: Failover, in_stream: bool
+) -> None:
+    for name in ("openrouter", "backup", "anthropic", "anthropic-backup"):
+        fake.set_fault(name, Fault.echo_headers(401, in_stream=in_stream))
+    http = httpx2.Client(transport=FailoverTransport(upstreams(fake), failover=failover))
+    oai = openai.OpenAI(
+        base_url="http://swerve.invalid/v1", api_key="unused", max_retries=0, http_client=http
+    )
+    ant = anthropic.Anthropic(
+        base_url="http://swerve.invalid", api_key="unused", max_retries=0, http_client=http
+    )
+    if in_stream:  # asked without a stream: the error comes as a 200 body, which the SDK returns
+        answer = oai.chat.completions.create(model=OR, messages=MESSAGES)  # type: ignore[call-overload]
+        assert "[REDACTED]" in str(answer)
+        no_secret(answer, answer.model_dump_json())
+    else:
+        with pytest.raises(openai.AuthenticationError) as json_error:
+            oai.chat.completions.create(model=OR, messages=MESSAGES)  # type: ignore[call-overload]
+        no_secret(*sdk_error_texts(json_error.value))
+    with pytest.raises(openai.APIError) as oai_error:
+        list(oai.chat.completions.create(model=OR, messages=MESSAGES, stream=True))  # type: ignore[call-overload]
+    with (
+        pytest.raises(anthropic.APIError) as ant_error,
+        ant.messages.stream(model=AN, max_tokens=8, messages=MESSAGES) as stream,  # type: ignore[arg-type]
+    ):
+        stream.get_final_message()
+    for info in (oai_error, ant_error):
+        texts = sdk_error_texts(info.value)
+        assert "[REDACTED]" in texts[0]
+        no_secret(*texts)
+    http.close()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("in_stream", [False, True], ids=["status", "in-stream"])
+async def test_async_sdk_errors_carry_no_echoed_key(
+    fake: FakeProvider, failover: Failover, in_stream: bool
+) -> None:
+    for name in ("openrouter", "backup", "anthropic", "anthropic-backup"):
+        fake.set_fault(name, Fault.echo_headers(401, in_stream=in_stream))
+    http = httpx2.AsyncClient(transport=AsyncFailoverTransport(upstreams(fake), failover=failover))
+    oai = openai.AsyncOpenAI(
+        base_url="http://swerve.invalid/v1", api_key="unused", max_retries=0, http_client=http
+    )
+    ant = anthropic.AsyncAnthropic(
+        base_url="http://swerve.invalid", api_key="unused", max_retries=0, http_client=http
+    )
+    with pytest.raises(openai.APIError) as oai_error:
+        stream = await oai.chat.completions.create(model=OR, messages=MESSAGES, stream=True)  # type: ignore[call-overload]
+        async for _ in stream:
+            pass
+    with pytest.raises(anthropic.APIError) as ant_error:
+        async with ant.messages.stream(model=AN, max_tokens=8, messages=MESSAGES) as astream:  # type: ignore[arg-type]
+            await astream.get_final_message()
+    for info in (oai_error, ant_error):
+        texts = sdk_error_texts(info.value)
+        assert "[REDACTED]" in texts[0]
+        no_secret(*texts)
+    await http.aclose()

@@ -89,7 +89,9 @@ class SDK:
             def one() -> str:
                 if stream:
                     chunks = self.sync.chat.completions.create(
-                        model=model, messages=MESSAGES, stream=True  # type: ignore[arg-type]
+                        model=model,
+                        messages=MESSAGES,
+                        stream=True,  # type: ignore[arg-type]
                     )
                     return "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
                 done = self.sync.chat.completions.create(model=model, messages=MESSAGES)  # type: ignore[arg-type]
@@ -103,9 +105,12 @@ class SDK:
         async def aone() -> str:
             if stream:
                 chunks = await self.async_.chat.completions.create(
-                    model=model, messages=MESSAGES, stream=True  # type: ignore[arg-type]
+                    model=model,
+                    messages=MESSAGES,
+                    stream=True,  # type: ignore[arg-type]
                 )
-                return "".join([c.choices[0].delta.content or "" async for c in chunks if c.choices])
+                parts = [c.choices[0].delta.content or "" async for c in chunks if c.choices]
+                return "".join(parts)
             done = await self.async_.chat.completions.create(model=model, messages=MESSAGES)  # type: ignore[arg-type]
             return done.choices[0].message.content or ""
 
@@ -157,6 +162,20 @@ def test_an_overflow_goes_to_the_larger_model_without_cooling_the_route(
     assert [e["swerve.reason"] for _, e in otel.events("swerve.swap")] == ["context_overflow"]
     assert OR not in failover.health.unavailable(clock.now)
     assert client.texts(stream=stream) == ["from openrouter"]
+
+
+def test_a_failure_kind_map_to_a_route_it_cannot_serve_is_refused_when_built(
+    fake: FakeProvider, make_failover: Any
+) -> None:
+    kinds = {"context_overflow": {OR: "openrouter/unknown"}}
+    with pytest.raises(ValueError, match="falls back to openrouter/unknown, which has no Upstream"):
+        FailoverTransport(
+            upstreams(fake), failover=make_failover(config(fallbacks_by_failure=kinds))
+        )
+    anthropic = {**upstreams(fake), "anthropic/big": Upstream(fake.url("big"), wire="anthropic")}
+    kinds = {"context_overflow": {OR: "anthropic/big"}}
+    with pytest.raises(ValueError, match="does not translate between wires"):
+        FailoverTransport(anthropic, failover=make_failover(config(fallbacks_by_failure=kinds)))
 
 
 def test_a_content_filter_is_retried_nowhere(

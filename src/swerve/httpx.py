@@ -34,8 +34,9 @@ from ._engine import (
     PartKind,
     StreamSpec,
 )
+from ._redact import REDACTED
 from ._routes import Route
-from .failures import IncompleteStreamError, InStreamError
+from .failures import IncompleteStreamError, InStreamError, MalformedStreamError
 from .health import HealthStore
 from .policy import next_route
 
@@ -62,6 +63,10 @@ _NEVER_FORWARD = frozenset({"host", "content-length", ROUTE_HEADER, SWITCH_HEADE
 # The body is decoded before the client sees it, so these would describe it wrongly.
 _NOT_RETURNED = frozenset({"content-encoding", "content-length", "transfer-encoding"})
 _ERROR_BODY_LIMIT = 64 * 1024
+# Shorter "keys" (a placeholder such as "test" for a local server) are no secret, and replacing
+# them everywhere would mangle the body they are scrubbed from.
+_MIN_SECRET = 8
+_REDACTED_BYTES = REDACTED.encode()
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +140,7 @@ class _Event:
     part: PartKind | None = None
     finish: bool = False
     error: Mapping[str, object] | None = None
+    malformed: bool = False
 
 
 _Chunk = _Head | _Event
@@ -151,21 +157,33 @@ def _finish_of(chunk: _Chunk) -> bool:
 _SPEC: StreamSpec[_Chunk] = StreamSpec(part=_part_of, is_finish=_finish_of)
 
 
+_Replay = tuple[int, list[tuple[str, str]], bytes]
+"""Status, headers and body: a response as the upstream sent it, for handing on unchanged."""
+_Secrets = Mapping[str, tuple[str, ...]]
+"""Per route, the credentials swerve adds to its requests (see :func:`_secrets`)."""
+
+
 class _ErrorInBody(InStreamError):
     """An error inside a 200 body or stream, with what is needed to hand it on unchanged:
     ``replay`` (status, headers, the body up to the error) if swerve gives up before output
     began, ``raw`` (the error event) if it comes after."""
 
     def __init__(
-        self,
-        payload: Mapping[str, object],
-        route: str,
-        replay: tuple[int, list[tuple[str, str]], bytes],
-        raw: bytes = b"",
+        self, payload: Mapping[str, object], route: str, replay: _Replay, raw: bytes = b""
     ) -> None:
         super().__init__(payload, route=route)
         self.replay = replay
         self.raw = raw
+
+
+class _Malformed(MalformedStreamError):
+    """A 200 body, or an SSE event's data, that is not JSON; ``replay`` as for
+    :class:`_ErrorInBody`, so a client swerve gives up for fails as it would without it."""
+
+    def __init__(self, route: str, replay: _Replay) -> None:
+        super().__init__(f"{route} sent data that is not JSON")
+        self.route = route
+        self.replay = replay
 
 
 class _Reader:
@@ -190,11 +208,12 @@ class _Reader:
 
     def _checked(self, event: _Event) -> _Event:
         self.raw.append(event.raw)
-        if event.error is None:
+        if event.error is None and not event.malformed:
             return event
-        raise _ErrorInBody(
-            event.error, self.route, (self.status, self.headers, b"".join(self.raw)), event.raw
-        )
+        replay = (self.status, self.headers, b"".join(self.raw))
+        if event.error is None:
+            raise _Malformed(self.route, replay)
+        raise _ErrorInBody(event.error, self.route, replay, event.raw)
 
 
 class _SSEParser:
@@ -234,7 +253,8 @@ def _boundary(buf: bytes) -> tuple[int, int]:
 
 
 def _interpret(wire: Wire, raw: bytes) -> _Event:
-    """What an event means on its wire: content (of which kind), the finish, or an error."""
+    """What an event means on its wire: content (of which kind), the finish, an error, or
+    data that is not JSON (the upstream broke the protocol: the attempt fails)."""
     name = None
     data_lines = []
     for line in raw.decode("utf-8", "replace").splitlines():
@@ -250,7 +270,8 @@ def _interpret(wire: Wire, raw: bytes) -> _Event:
     try:
         payload = json.loads(data) if data else None
     except ValueError:
-        return event  # not ours to judge: the client parses it as it would without swerve
+        event.malformed = True
+        return event
     if not isinstance(payload, dict):
         return event
     if name == "error" or "error" in payload:
@@ -258,7 +279,10 @@ def _interpret(wire: Wire, raw: bytes) -> _Event:
         return event
     if wire == "anthropic":
         kind = payload.get("type")
-        if kind == "message_stop":
+        # message_delta carries the stop reason: the answer is complete, message_stop or not.
+        if kind == "message_stop" or (
+            kind == "message_delta" and (payload.get("delta") or {}).get("stop_reason")
+        ):
             event.finish = True
         elif kind == "content_block_delta":
             delta = payload.get("delta") or {}
@@ -275,6 +299,10 @@ def _interpret(wire: Wire, raw: bytes) -> _Event:
                 event.part = "tool_call"
         return event
     for choice in payload.get("choices") or ():
+        # A finish_reason ends the answer; several compatible servers never send [DONE].
+        # (The usage chunk that may follow still reaches the client: the stream goes on.)
+        if choice.get("finish_reason") not in (None, "error"):
+            event.finish = True
         delta = choice.get("delta") or {}
         if delta.get("content"):
             event.part = "text"
@@ -319,6 +347,7 @@ class _Core:
             if not isinstance(upstream, Upstream):
                 raise TypeError(f"upstreams[{key!r}] must be an Upstream")
             self.upstreams[key] = upstream
+        self.secrets = {key: _secrets(upstream) for key, upstream in self.upstreams.items()}
         self.failover = failover
         self.limit = max_body_bytes
         self._urls: dict[tuple[str, str], Any] = {}
@@ -328,10 +357,11 @@ class _Core:
         """Refuse, now, every swap the config could make that this transport cannot serve."""
         if config is None:
             return
-        for requested in self.upstreams:
+        kinds = [None, *config.fallbacks_by_failure]  # the plain map, then each kind's map
+        for kind, requested in ((k, r) for k in kinds for r in self.upstreams):
             seen, current = {requested}, requested
             for _ in range(config.max_swaps):
-                target = next_route(config, requested, current)
+                target = next_route(config, requested, current, kind)
                 if target is None or target in seen:
                     break
                 source = self.upstreams[current]
@@ -437,13 +467,18 @@ class _Core:
         )
 
     def complete(self, route: str, response: Any, body: bytes) -> Any:
-        """A whole (non-stream) body: an error status, or an error inside a 200, is a failure."""
+        """A whole (non-stream) body: an error status, an error inside a 200, or a JSON body
+        that does not decode, is a failure."""
         if response.status_code >= 400:
             raise UpstreamStatusError(route, response, body[:_ERROR_BODY_LIMIT])
-        if b'"error"' in body:
+        json_body = "json" in response.headers.get("content-type", "")
+        if json_body or b'"error"' in body:
             try:
                 data = json.loads(body)
             except ValueError:
+                if json_body:
+                    replay = (response.status_code, _returned(response.headers), body)
+                    raise _Malformed(route, replay) from None
                 data = None
             if isinstance(data, dict) and data.get("error") and not data.get("choices"):
                 replay = (response.status_code, _returned(response.headers), body)
@@ -552,14 +587,42 @@ async def _aread_limited(chunks: AsyncIterator[bytes], limit: int) -> bytes:
     return bytes(out)
 
 
-def _given_up(request: Any, error: Exception) -> Any:
-    """After swerve gave up: what the client would have received without it."""
+def _secrets(upstream: Upstream) -> tuple[str, ...]:
+    """The credentials swerve itself sends to ``upstream``, longest first (so a header value
+    that contains the key goes whole), each also as it reads inside a JSON string."""
+    key = upstream.api_key or ""
+    found = {key}
+    for name, value in upstream.headers.items():
+        if name.lower() in _AUTH_HEADERS or (key and key in value):
+            found.add(value)
+            found.add(value.partition(" ")[2])  # the token after "Bearer ", "Basic "...
+    found |= {json.dumps(s)[1:-1] for s in found}
+    return tuple(sorted((s for s in found if len(s) >= _MIN_SECRET), key=len, reverse=True))
+
+
+def _redacted(
+    secrets: tuple[str, ...], headers: list[tuple[str, str]], content: bytes
+) -> tuple[list[tuple[str, str]], bytes]:
+    """``headers`` and ``content`` with every one of ``secrets`` replaced by ``[REDACTED]``,
+    and nothing else changed: an upstream that echoes the request (credentials and all) in
+    its error must not hand the client, and its logs, the keys swerve added."""
+    for secret in secrets:
+        content = content.replace(secret.encode(), _REDACTED_BYTES)
+        headers = [(k, v.replace(secret, REDACTED)) for k, v in headers]
+    return headers, content
+
+
+def _given_up(request: Any, error: Exception, secrets: _Secrets) -> Any:
+    """After swerve gave up: what the client would have received without it, less the keys
+    swerve added."""
     if isinstance(error, UpstreamStatusError):
-        return _response(
-            request, error.status_code, _returned(error.response.headers), error.content
+        headers, content = _redacted(
+            secrets.get(error.route, ()), _returned(error.response.headers), error.content
         )
-    if isinstance(error, _ErrorInBody):
+        return _response(request, error.status_code, headers, content)
+    if isinstance(error, _ErrorInBody | _Malformed):
         status, headers, content = error.replay
+        headers, content = _redacted(secrets.get(error.route or "", ()), headers, content)
         return _module_of(request).Response(status, headers=headers, content=content)
     if isinstance(error, IncompleteStreamError):
         flavour = _module_of(request)
@@ -576,26 +639,36 @@ def _is_stream(response: Any) -> bool:
     )
 
 
-def _events_after(error: BaseException, route: str) -> BaseException | None:
-    """What the client should see when a stream fails after its output began.
+def _ending(error: MidStreamError, module: Any, secrets: _Secrets) -> bytes:
+    """When a stream fails after its output began: the last bytes the client gets, or (raised)
+    the error it gets, in its flavour.
 
-    An error event: pass it on and end (the SDK raises its own error from it, as it would).
-    A truncated stream is never a silent success: a protocol error. A transport error: itself.
+    An error event: passed on, less swerve's keys, and the stream ends (the SDK raises its own
+    error from it, as it would). A truncated or undecodable stream is never a silent success:
+    a protocol error. A transport error: itself.
     """
-    cause = error.__cause__ if isinstance(error, MidStreamError) else error
+    cause = error.__cause__ or error
+    route = str(error.route)
+    if isinstance(cause, _ErrorInBody):
+        return _redacted(secrets.get(route, ()), [], cause.raw)[1]
     if isinstance(cause, InStreamError):
-        return None
+        return b""
+    surfaced: BaseException = cause
     if isinstance(cause, IncompleteStreamError):
-        return httpx.RemoteProtocolError(
+        surfaced = httpx.RemoteProtocolError(
             f"swerve: the stream from {route} ended without its finish event"
         )
-    return cause or error
+    elif isinstance(cause, MalformedStreamError):
+        surfaced = httpx.RemoteProtocolError(
+            f"swerve: the stream from {route} sent an event that is not JSON"
+        )
+    raise _flavoured(surfaced, module) from error
 
 
 _STREAM_CLASSES: dict[tuple[str, bool], type] = {}
 
 
-def _byte_stream(module: Any, sync: bool, source: Any, route: str) -> Any:
+def _byte_stream(module: Any, sync: bool, source: Any, secrets: _Secrets) -> Any:
     """A response body of the client's flavour (httpx or httpx2) fed by the failover stream."""
     key = (module.__name__, sync)
     cls = _STREAM_CLASSES.get(key)
@@ -605,13 +678,13 @@ def _byte_stream(module: Any, sync: bool, source: Any, route: str) -> Any:
             if sync
             else type("SwerveAsyncStream", (_AsyncBody, module.AsyncByteStream), {})
         )
-    return cls(source, route, module)
+    return cls(source, secrets, module)
 
 
 class _SyncBody:
-    def __init__(self, source: FailoverStream[_Chunk], route: str, module: Any) -> None:
+    def __init__(self, source: FailoverStream[_Chunk], secrets: _Secrets, module: Any) -> None:
         self.source = source
-        self.route = route
+        self.secrets = secrets
         self.module = module
 
     def __iter__(self) -> Iterator[bytes]:
@@ -620,20 +693,16 @@ class _SyncBody:
                 if isinstance(chunk, _Event):
                     yield chunk.raw
         except MidStreamError as exc:
-            surfaced = _events_after(exc, self.route)
-            if surfaced is None:
-                yield exc.__cause__.raw if isinstance(exc.__cause__, _ErrorInBody) else b""
-                return
-            raise _flavoured(surfaced, self.module) from exc
+            yield _ending(exc, self.module, self.secrets)
 
     def close(self) -> None:
         self.source.close()
 
 
 class _AsyncBody:
-    def __init__(self, source: AsyncFailoverStream[_Chunk], route: str, module: Any) -> None:
+    def __init__(self, source: AsyncFailoverStream[_Chunk], secrets: _Secrets, module: Any) -> None:
         self.source = source
-        self.route = route
+        self.secrets = secrets
         self.module = module
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
@@ -642,11 +711,7 @@ class _AsyncBody:
                 if isinstance(chunk, _Event):
                     yield chunk.raw
         except MidStreamError as exc:
-            surfaced = _events_after(exc, self.route)
-            if surfaced is None:
-                yield exc.__cause__.raw if isinstance(exc.__cause__, _ErrorInBody) else b""
-                return
-            raise _flavoured(surfaced, self.module) from exc
+            yield _ending(exc, self.module, self.secrets)
 
     async def aclose(self) -> None:
         await self.source.aclose()
@@ -739,11 +804,13 @@ class FailoverTransport(_Transport, httpx.BaseTransport):
             stream = fo.stream(route, chunks, _SPEC, pin=plan.pin)
             head = next(stream)
         except Exception as exc:
-            return _given_up(request, exc)
+            return _given_up(request, exc, core.secrets)
         assert isinstance(head, _Head)
         module = _module_of(request)
         return module.Response(
-            head.status, headers=head.headers, stream=_byte_stream(module, True, stream, route)
+            head.status,
+            headers=head.headers,
+            stream=_byte_stream(module, True, stream, core.secrets),
         )
 
     def close(self) -> None:
@@ -813,11 +880,13 @@ class AsyncFailoverTransport(_Transport, httpx.AsyncBaseTransport):
             stream = fo.astream(route, chunks, _SPEC, pin=plan.pin)
             head = await anext(stream)
         except Exception as exc:
-            return _given_up(request, exc)
+            return _given_up(request, exc, core.secrets)
         assert isinstance(head, _Head)
         module = _module_of(request)
         return module.Response(
-            head.status, headers=head.headers, stream=_byte_stream(module, False, stream, route)
+            head.status,
+            headers=head.headers,
+            stream=_byte_stream(module, False, stream, core.secrets),
         )
 
     async def aclose(self) -> None:

@@ -3,8 +3,9 @@
 ``FakeProvider`` serves named providers on 127.0.0.1, each speaking the OpenAI chat
 completions and the Anthropic messages wire (JSON and SSE). Replies are set per provider
 with :class:`Reply`; failures are injected per provider with :class:`Fault` (HTTP statuses,
-resets, hangs, errors inside 200 streams, truncated and slow streams), either as a standing
-fault or as a script consumed one request at a time::
+resets, hangs, errors inside 200 streams, truncated, unterminated, undecodable and slow
+streams, errors that echo the credentials), either as a standing fault or as a script consumed
+one request at a time::
 
     with FakeProvider() as fake:
         fake.script("primary", [Fault.status(503), Fault.error_before_content("openrouter")])

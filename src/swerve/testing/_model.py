@@ -22,6 +22,10 @@ FaultKind = Literal[
     "error_after",
     "drop_after",
     "no_finish",
+    "no_done",
+    "malformed_before_content",
+    "malformed_after",
+    "echo_headers",
     "slow",
 ]
 
@@ -74,6 +78,7 @@ class Fault:
     style: ErrorStyle = "openrouter"
     first_token_s: float = 0.0
     per_chunk_s: float = 0.0
+    in_stream: bool = False
 
     @classmethod
     def ok(cls) -> Fault:
@@ -172,6 +177,50 @@ class Fault:
         whose ``finish_reason`` / ``stop_reason`` is null.
         """
         return cls("no_finish")
+
+    @classmethod
+    def no_done(cls) -> Fault:
+        """Stream all content and the finish information, but not the terminator.
+
+        OpenAI: the ``finish_reason`` chunk (and the usage chunk when ``include_usage`` asked
+        for it), no ``data: [DONE]``, as several OpenAI-compatible servers do. Anthropic:
+        ``message_delta`` with its ``stop_reason`` and usage, no ``message_stop``. The answer
+        is complete and the HTTP body ends properly. A non-stream request gets a normal body.
+        """
+        return cls("no_done")
+
+    @classmethod
+    def malformed_before_content(cls) -> Fault:
+        """A 200 SSE stream with an event whose data is not JSON before any content.
+
+        The undecodable event (``data: {"choices": [``, truncated; on Anthropic a truncated
+        ``content_block_delta``) comes right after the role delta / ``message_start``; the
+        rest of the stream follows as usual and ends properly, so only a client that decodes
+        every event notices. A non-stream request gets a 200 JSON body cut in half (its
+        ``Content-Length`` matches what is sent: the HTTP response itself is whole).
+        """
+        return cls("malformed_before_content")
+
+    @classmethod
+    def malformed_after(cls, n: int) -> Fault:
+        """Like :meth:`malformed_before_content`, but the undecodable event comes after ``n``
+        content chunks (before the finish events if the reply has fewer)."""
+        return cls("malformed_after", after=n)
+
+    @classmethod
+    def echo_headers(cls, code: int = 400, *, in_stream: bool = False, after: int = 0) -> Fault:
+        """An upstream that echoes the request headers it received, credentials included.
+
+        ``in_stream=False``: HTTP ``code`` with the wire's real error body, whose message is
+        ``"received headers: {...}"`` (the headers as JSON, verbatim), and ``x-echo-<name>``
+        response headers repeating the received ``authorization``, ``x-api-key`` and
+        ``api-key`` values. ``in_stream=True``: a 200 SSE stream whose error event carries
+        that message (OpenRouter's error chunk on the OpenAI wire, ``event: error`` on
+        Anthropic) before any content, right after the role delta / ``message_start``, or
+        after ``after`` content chunks; a non-stream request gets the error as a 200 JSON
+        body. For testing that secrets do not reach the client.
+        """
+        return cls("echo_headers", code=code, in_stream=in_stream, after=after)
 
     @classmethod
     def slow(cls, first_token_s: float = 0.0, per_chunk_s: float = 0.0) -> Fault:

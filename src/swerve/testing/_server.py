@@ -17,12 +17,22 @@ from types import TracebackType
 from typing import Any, Self
 
 from ._model import Fault, Reply
-from ._wires import WIRES, Body, Event, Wire, openai_error, stream_error, style_error
+from ._wires import (
+    WIRES,
+    Body,
+    Event,
+    Wire,
+    malformed_body,
+    openai_error,
+    stream_error,
+    style_error,
+)
 
 __all__ = ["FakeProvider"]
 
 _MAX_WAIT = 120.0  # no delay or hang outlives this, so no thread lingers for long
 _MODELS = ("fake-model", "fake-model-large")
+_ECHOED = ("authorization", "x-api-key", "api-key")  # what Fault.echo_headers repeats
 
 
 @dataclass
@@ -313,11 +323,14 @@ class _Handler(BaseHTTPRequestHandler):
             return
         text = reply.text if reply.text is not None else f"hello from {provider}"
         model = str(body["model"])
+        echo = _Echo(headers) if fault.kind == "echo_headers" else None
+        if echo is not None and not fault.in_stream:
+            return self._send_json(fault.code, wire.error(fault.code, echo.message), echo.headers)
         if body.get("stream") is True:
             options = body.get("stream_options")
             usage = isinstance(options, dict) and options.get("include_usage") is True
-            return self._stream(fault, wire.events(reply, text, model, usage), model)
-        self._respond(wire, fault, reply, text, model)
+            return self._stream(wire, fault, wire.events(reply, text, model, usage), model, echo)
+        self._respond(wire, fault, reply, text, model, echo)
 
     # -- faults ---------------------------------------------------------------------------
 
@@ -346,15 +359,21 @@ class _Handler(BaseHTTPRequestHandler):
             return False
         return True
 
-    def _respond(self, wire: Wire, fault: Fault, reply: Reply, text: str, model: str) -> None:
+    def _respond(
+        self, wire: Wire, fault: Fault, reply: Reply, text: str, model: str, echo: _Echo | None
+    ) -> None:
         """A non-stream response under ``fault``."""
         if fault.kind == "reset_after":
             return self._reset()
         if fault.kind in ("error_before_content", "error_after"):
             return self._send_json(200, style_error(fault.style, fault.code))
+        if echo is not None:
+            return self._send_json(200, style_error(wire.style, fault.code, echo.message))
         if fault.kind == "slow" and self._pause(fault.first_token_s):
             return
         completion = wire.completion(reply, text, model, finished=fault.kind != "no_finish")
+        if fault.kind in ("malformed_before_content", "malformed_after"):
+            return self._send(200, malformed_body(completion), "application/json")
         body = json.dumps(completion).encode()
         if fault.kind == "drop_after":
             # Promise the whole body, deliver half, hang up: a truncated response.
@@ -364,7 +383,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self._send(200, body, "application/json")
 
-    def _stream(self, fault: Fault, events: list[Event], model: str) -> None:
+    def _stream(
+        self, wire: Wire, fault: Fault, events: list[Event], model: str, echo: _Echo | None
+    ) -> None:
         """An SSE response under ``fault``, one HTTP chunk per event (clients see each as sent)."""
         self._send_headers(
             200,
@@ -380,9 +401,17 @@ class _Handler(BaseHTTPRequestHandler):
                     return
                 if fault.kind == "reset_after":
                     return self._reset()
-                self._chunk(stream_error(fault.style, fault.code, model))
-                break
-            if kind == "finish" and fault.kind == "no_finish":
+                if fault.kind in ("malformed_before_content", "malformed_after"):
+                    self._chunk(wire.malformed_event)  # inserted: the stream goes on after it
+                elif echo is not None:
+                    self._chunk(stream_error(wire.style, fault.code, model, echo.message))
+                    break
+                else:
+                    self._chunk(stream_error(fault.style, fault.code, model))
+                    break
+            if (kind == "finish" and fault.kind == "no_finish") or (
+                kind == "done" and fault.kind == "no_done"
+            ):
                 break
             if kind == "content" and fault.kind == "slow":
                 if self._pause(fault.first_token_s if first else fault.per_chunk_s):
@@ -442,16 +471,41 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))  # b"" writes the terminator
 
 
+@dataclass(frozen=True, slots=True)
+class _Echo:
+    """What :meth:`Fault.echo_headers` repeats back: every received header in the error
+    message, and the credentials again as ``x-echo-<name>`` response headers."""
+
+    received: dict[str, str]
+
+    @property
+    def message(self) -> str:
+        return f"received headers: {json.dumps(self.received)}"
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {f"x-echo-{k}": self.received[k] for k in _ECHOED if k in self.received}
+
+
 def _cut_index(fault: Fault, events: list[Event]) -> int | None:
-    """Index of the event a stream fault replaces: right after the first event for
-    error_before_content; else before content chunk ``after + 1`` or the finish, if sooner."""
-    if fault.kind == "error_before_content":
+    """Index of the event a stream fault replaces (or, for the malformed faults, is inserted
+    before): right after the first event for the before-content faults; else before content
+    chunk ``after + 1`` or the finish, if sooner."""
+    if fault.kind in ("error_before_content", "malformed_before_content") or (
+        fault.kind == "echo_headers" and fault.after == 0
+    ):
         return 1
-    if fault.kind not in ("error_after", "drop_after", "reset_after"):
+    if fault.kind not in (
+        "error_after",
+        "drop_after",
+        "reset_after",
+        "malformed_after",
+        "echo_headers",
+    ):
         return None
     seen = 0
     for index, (kind, _) in enumerate(events):
-        if kind == "finish" or (kind == "content" and seen == fault.after):
+        if kind in ("finish", "done") or (kind == "content" and seen == fault.after):
             return index
         seen += kind == "content"
     return len(events)

@@ -18,9 +18,10 @@ from typing import Any, Literal
 from ._model import ErrorStyle, Reply
 
 # Events are tagged so the server can cut a stream at the right place for a fault:
-# "content" carries model output (counted by the *_after faults), "finish" is the end signal
-# (finish chunk, usage chunk, [DONE] / message_delta, message_stop), "frame" is everything else.
-EventKind = Literal["frame", "content", "finish"]
+# "content" carries model output (counted by the *_after faults), "finish" is the finish
+# information (finish chunk, usage chunk / message_delta), "done" the terminator that follows it
+# ([DONE] / message_stop), "frame" is everything else.
+EventKind = Literal["frame", "content", "finish", "done"]
 Event = tuple[EventKind, bytes]
 Body = dict[str, Any]
 
@@ -103,25 +104,31 @@ def openai_error(
     return {"error": {**error, "code": err_code if err_code is not None else default_code}}
 
 
-def style_error(style: ErrorStyle, code: int) -> Body:
+def style_error(style: ErrorStyle, code: int, message: str | None = None) -> Body:
     """The error payload as ``style`` sends it inside a 200 response."""
     if style == "anthropic":
-        return anthropic_error(code, in_stream=True)
+        return anthropic_error(code, message, in_stream=True)
     if style == "openai":
-        return openai_error(code, err_code=code)
-    return {"error": {"code": code, "message": _phrase(code)}}
+        return openai_error(code, message, err_code=code)
+    return {"error": {"code": code, "message": message or _phrase(code)}}
 
 
-def stream_error(style: ErrorStyle, code: int, model: str) -> bytes:
+def stream_error(style: ErrorStyle, code: int, model: str, message: str | None = None) -> bytes:
     """The SSE event(s) carrying a ``style`` error mid-stream."""
     if style == "anthropic":
-        return sse(style_error(style, code), event="error")
+        return sse(style_error(style, code, message), event="error")
     if style == "openai":
-        return sse(style_error(style, code))
+        return sse(style_error(style, code, message))
     # OpenRouter wraps the error in an otherwise ordinary chunk that finishes with "error".
     choice = {"index": 0, "delta": {"content": ""}, "finish_reason": "error"}
-    chunk = {**_chunk_head(model), **style_error(style, code), "choices": [choice]}
+    chunk = {**_chunk_head(model), **style_error(style, code, message), "choices": [choice]}
     return sse(chunk)
+
+
+def malformed_body(completion: Body) -> bytes:
+    """A non-stream body that is not JSON: the first half of ``completion``."""
+    whole = json.dumps(completion).encode()
+    return whole[: len(whole) // 2]
 
 
 def _chunk_head(model: str, chunk_id: str | None = None) -> Body:
@@ -170,6 +177,11 @@ def empty_text_problem(body: Body) -> str | None:
 class Wire:
     """One API shape: request validation, success bodies and SSE events, error bodies."""
 
+    style: ErrorStyle
+    """How this wire's real providers send an error inside a 200 stream."""
+    malformed_event: bytes
+    """An SSE event whose data is truncated JSON (a broken proxy, a cut buffer)."""
+
     def error(self, code: int, message: str | None = None, param: str | None = None) -> Body:
         """The wire's error body for an HTTP status."""
         raise NotImplementedError
@@ -197,6 +209,9 @@ def _tool_ids(reply: Reply, prefix: str) -> list[str]:
 
 class OpenAIWire(Wire):
     """``POST /v1/chat/completions`` (OpenAI, OpenRouter and other compatible gateways)."""
+
+    style: ErrorStyle = "openrouter"
+    malformed_event = b'data: {"choices": [\n\n'
 
     def error(self, code: int, message: str | None = None, param: str | None = None) -> Body:
         return openai_error(code, message, param=param)
@@ -292,12 +307,18 @@ class OpenAIWire(Wire):
         out.append(("finish", chunk({}, "tool_calls" if reply.tool_calls else "stop")))
         if include_usage:
             out.append(("finish", sse({**head, "choices": [], "usage": self._usage(reply)})))
-        out.append(("finish", sse("[DONE]")))
+        out.append(("done", sse("[DONE]")))
         return out
 
 
 class AnthropicWire(Wire):
     """``POST /v1/messages`` (Anthropic)."""
+
+    style: ErrorStyle = "anthropic"
+    malformed_event = (
+        b'event: content_block_delta\ndata: {"type": "content_block_delta", "index": 0, '
+        b'"delta": {\n\n'
+    )
 
     def error(self, code: int, message: str | None = None, param: str | None = None) -> Body:
         return anthropic_error(code, message)
@@ -376,7 +397,7 @@ class AnthropicWire(Wire):
         }
         usage = {"output_tokens": reply.usage[1]}
         out.append(event("finish", "message_delta", delta=stop, usage=usage))
-        out.append(event("finish", "message_stop"))
+        out.append(event("done", "message_stop"))
         return out
 
 
