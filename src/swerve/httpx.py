@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -196,6 +197,7 @@ class _Reader:
         self.status = response.status_code
         self.headers = _returned(response.headers)
         self.raw: list[bytes] = []
+        self.committed = False
 
     def feed(self, data: bytes) -> Iterator[_Event]:
         # One at a time: events before an error event in the same read still go out first.
@@ -207,7 +209,11 @@ class _Reader:
             yield self._checked(event)
 
     def _checked(self, event: _Event) -> _Event:
-        self.raw.append(event.raw)
+        if not self.committed:  # after content nothing is replayed: keep no copy of it
+            self.raw.append(event.raw)
+            if event.part is not None:
+                self.committed = True
+                self.raw.clear()
         if event.error is None and not event.malformed:
             return event
         replay = (self.status, self.headers, b"".join(self.raw))
@@ -216,40 +222,49 @@ class _Reader:
         raise _ErrorInBody(event.error, self.route, replay, event.raw)
 
 
+_LINE_END = re.compile(rb"\r\n|\r|\n")
+
+
 class _SSEParser:
-    """Splits a byte stream into events at blank lines, bounded in size."""
+    """Splits a byte stream into events at blank lines, bounded in size, in one pass.
+
+    Lines end in CRLF, LF or a lone CR, as the SSE format allows. Each read is scanned once,
+    so a stream costs time in proportion to its length, however it is cut into reads.
+    """
 
     def __init__(self, wire: Wire, limit: int) -> None:
         self.wire = wire
         self.limit = limit
-        self.pending = b""
+        self._buf = bytearray()  # bytes not yet split into lines
+        self._event = bytearray()  # the lines of the event being read, as received
 
     def feed(self, data: bytes) -> list[_Event]:
-        self.pending += data
+        buf = self._buf
+        buf += data
         events = []
-        while True:
-            cut, sep = _boundary(self.pending)
-            if cut < 0:
-                break
-            raw, self.pending = self.pending[: cut + sep], self.pending[cut + sep :]
-            if raw.strip():
-                events.append(_interpret(self.wire, raw))
-        if len(self.pending) > self.limit:
+        start = 0
+        for match in _LINE_END.finditer(buf):
+            end = match.end()
+            if match.group() == b"\r" and end == len(buf):
+                break  # a CR at the end of a read may be the first half of a CRLF
+            line = buf[start : match.start()]
+            self._event += buf[start:end]
+            start = end
+            if not line and self._event.strip():  # a blank line dispatches the event
+                events.append(_interpret(self.wire, bytes(self._event)))
+                self._event.clear()
+            elif not line:
+                self._event.clear()  # blank lines between events: nothing to dispatch
+        del buf[:start]
+        if len(self._event) + len(buf) > self.limit:
             raise ResponseTooLarge(f"an SSE event exceeded {self.limit} bytes")
         return events
 
     def flush(self) -> list[_Event]:
-        raw, self.pending = self.pending, b""
+        raw = bytes(self._event + self._buf)
+        self._event.clear()
+        self._buf.clear()
         return [_interpret(self.wire, raw)] if raw.strip() else []
-
-
-def _boundary(buf: bytes) -> tuple[int, int]:
-    best, size = -1, 0
-    for sep in (b"\n\n", b"\r\n\r\n"):
-        i = buf.find(sep)
-        if i >= 0 and (best < 0 or i < best):
-            best, size = i, len(sep)
-    return best, size
 
 
 def _interpret(wire: Wire, raw: bytes) -> _Event:
