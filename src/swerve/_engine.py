@@ -227,6 +227,7 @@ class MidStreamError(Exception):
 
 _DEFAULT_HEALTH = MemoryHealth()
 HEALTH_URL_VAR = "SWERVE_HEALTH_URL"
+HEALTH_PREFIX_VAR = "SWERVE_HEALTH_PREFIX"
 _SHARED: dict[str, HealthStore] = {}
 _SHARED_LOCK = threading.Lock()
 
@@ -242,7 +243,7 @@ def default_health() -> HealthStore:
         if store is None:
             from ._redis import RedisHealth
 
-            prefix = os.environ.get("SWERVE_HEALTH_PREFIX", "swerve")
+            prefix = os.environ.get(HEALTH_PREFIX_VAR, "") or "swerve"
             store = _SHARED[url] = RedisHealth.from_url(url, prefix=prefix)
         return store
 
@@ -570,7 +571,7 @@ class _Call:
         """Ask the breaker; raises :class:`CircuitOpenError` (a failure like any other) if not."""
         if self.remaining() <= 0:
             raise AttemptTimeout("deadline", self.config.call_bound_s)
-        answer = yield Admit(str(self.current), self.fo._clock(), self.config.breaker)
+        answer = yield Admit(str(self.current), self.fo._clock(), self.config.breaker, self.lease_s)
         admission, transition = cast(tuple[Admission, BreakerTransition | None], answer)
         if transition is not None:
             self.telemetry.breaker(self.span, transition)

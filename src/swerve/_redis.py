@@ -13,6 +13,7 @@ view, and what it learned meanwhile is merged back (never shortening anything) o
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import threading
@@ -71,6 +72,12 @@ class RedisHealth:
         clock: Callable[[], float] = time.time,
         description: str = "redis",
     ) -> None:
+        if not prefix or any(c in "{}*?[]" or not c.isprintable() or c.isspace() for c in prefix):
+            # the prefix is part of a hash tag and of SCAN patterns: braces or globs break both
+            raise ValueError(
+                f"RedisHealth prefix {prefix!r}: use letters, digits and punctuation other than "
+                "{ } * ? [ ], and no spaces"
+            )
         self._client = client
         self._prefix = prefix
         self._channel = f"{prefix}:events"
@@ -82,6 +89,8 @@ class RedisHealth:
         self._local = MemoryHealth()
         self._me = uuid.uuid4().hex  # tells this process's own messages apart
         self._tokens: dict[str, str] = {}  # route -> the token of the probe this process holds
+        # route -> (key, token) of each half-open breaker slot this process's probes hold
+        self._slots: dict[str, list[tuple[str, str]]] = {}
         self._scripts = {
             name: client.register_script(getattr(scripts, name))
             for name in scripts.__all__  # registered once; EVALSHA after the first call
@@ -141,9 +150,8 @@ class RedisHealth:
             )
             client = sentinel.master_for(service, **options)  # type: ignore[no-untyped-call]
         elif query.pop("cluster", "").lower() in ("1", "true", "yes"):
-            options.pop("retry")  # the cluster client has its own retry policy
             rest = urlunsplit(parts._replace(query=urlencode(query)))
-            client = redis.RedisCluster.from_url(rest, cluster_error_retry_attempts=0, **options)
+            client = redis.RedisCluster.from_url(rest, **options)
         else:
             client = redis.Redis.from_url(url, **options)
         return cls(client, prefix=prefix, telemetry=telemetry, description=description)
@@ -174,6 +182,11 @@ class RedisHealth:
         self._stop.set()
         with self._wake:
             self._wake.notify_all()
+        if self._up:
+            # The reader sleeps in a pub/sub read: a message on its own channel wakes it now
+            # (other processes ignore an op they do not know).
+            with contextlib.suppress(Exception):
+                self._publish({"op": "bye", "route": ""})
         self._reader.join(timeout=2)
         self._writer.join(timeout=2)
         self._client.close()
@@ -223,6 +236,14 @@ class RedisHealth:
         transition = self._local.record(route, outcome, now, config, probe=probe)
         if not config.enabled:
             return transition
+        if probe:
+            with self._lock:
+                slots = self._slots.get(route)
+                slot = slots.pop(0) if slots else None
+            if slot is not None and outcome is Outcome.NEUTRAL:
+                # No verdict (cancelled, or a failure that says nothing about the route): the
+                # slot goes back so another process may probe now, not when the lease ends.
+                self._send("half_open_release", route, slot)
         with self._wake:
             counts = self._counts.get(route)
             if counts is None:
@@ -244,6 +265,7 @@ class RedisHealth:
         if route is None:
             self._local.clear()
             self._tokens.clear()
+            self._slots.clear()
             return
         self._local.clear(route)
         self._run("CLEAR", self._keys(route, "cool", "probe", "brk", "window"), [])
@@ -288,40 +310,39 @@ class RedisHealth:
         return await asyncio.to_thread(self.claim_probe, route, now, lease_s)
 
     def admit(
-        self, route: str, now: float, config: BreakerConfig
+        self, route: str, now: float, config: BreakerConfig, *, lease_s: float | None = None
     ) -> tuple[Admission, BreakerTransition | None]:
         admission, transition = self._local.admit(route, now, config)
         if admission is not Admission.PROBE or not self._up:
             return admission, transition
         period = self._local.breaker_open_until(route) or 0.0
         (key,) = self._keys(route, f"half_open:{period!r}")
+        token = uuid.uuid4().hex
+        # The slot lasts as long as the probe may (so a slow probe is not doubled), and ends
+        # by itself if the prober dies.
+        lease = max(lease_s if lease_s is not None else config.open_s, 1.0)
         try:
             ok = self._run(
-                "HALF_OPEN",
-                [key],
-                [
-                    repr(now),
-                    repr(max(config.open_s, 1.0)),
-                    uuid.uuid4().hex,
-                    config.half_open_probes,
-                ],
+                "HALF_OPEN", [key], [repr(now), repr(lease), token, config.half_open_probes]
             )
         except Exception as exc:
             self._lost(exc)
             return admission, transition
         if ok:
+            with self._lock:
+                self._slots.setdefault(route, []).append((key, token))
             return admission, transition
         # Another process holds this period's probes: give the local admission back.
         self._local.record(route, Outcome.NEUTRAL, now, config, probe=True)
         return Admission.REJECTED, transition
 
     async def aadmit(
-        self, route: str, now: float, config: BreakerConfig
+        self, route: str, now: float, config: BreakerConfig, *, lease_s: float | None = None
     ) -> tuple[Admission, BreakerTransition | None]:
         breaker = self._local.breaker_open_until(route)
         if breaker is None or breaker > now or not self._up:  # closed or still open: local
             return self._local.admit(route, now, config)
-        return await asyncio.to_thread(self.admit, route, now, config)
+        return await asyncio.to_thread(self.admit, route, now, config, lease_s=lease_s)
 
     # -- operators: the fleet's view, read from Redis ------------------------------------------
     def fleet_view(self) -> list[RouteHealth]:
@@ -350,7 +371,12 @@ class RedisHealth:
             state = BreakerState.OPEN if open_until > now else BreakerState.HALF_OPEN
             base = found.get(route, RouteHealth(route, None, BreakerState.CLOSED))
             found[route] = RouteHealth(
-                route, base.degraded_until, state, base.recovering, base.reason
+                route,
+                base.degraded_until,
+                state,
+                base.recovering,
+                base.reason,
+                breaker_until=open_until if state is BreakerState.OPEN else None,
             )
         return [found[r] for r in sorted(found)]
 
@@ -394,6 +420,9 @@ class RedisHealth:
         elif op == "recover":
             if self._run("RECOVER", self._keys(route, "cool", "probe"), [repr(args[0])]):
                 self._publish({"op": "recover", "route": route})
+        elif op == "half_open_release":
+            key, token = args
+            self._client.zrem(key, token)
         elif op == "breaker":
             open_until, config = args
             self._account(
@@ -443,12 +472,18 @@ class RedisHealth:
                 self._resync()
                 self._set_up(True)
                 backoff = _RECONNECT_MIN_S
-                last_ping = time.monotonic()
+                last_ping = last_heard = time.monotonic()
                 while not self._stop.is_set():
                     message = pubsub.get_message(timeout=0.5)
-                    if message is not None and message.get("type") == "message":
-                        self._on_message(message["data"])
-                    if time.monotonic() - last_ping > 1.0:  # a paused server shows up here
+                    if message is not None:  # a message or a pong: the server is alive
+                        last_heard = time.monotonic()
+                        if message.get("type") == "message":
+                            self._on_message(message["data"])
+                    if time.monotonic() - last_ping > 1.0:
+                        # A ping only sends: its pong comes back as a message. A paused server
+                        # shows up here, as a ping that went a whole interval unanswered.
+                        if last_heard < last_ping:
+                            raise ConnectionError("redis did not answer a ping")
                         pubsub.ping()
                         last_ping = time.monotonic()
                     if self._up is False:  # the writer or a claim lost it: reconnect
@@ -492,11 +527,17 @@ class RedisHealth:
 
     def _on_message(self, data: bytes | str) -> None:
         try:
-            message = json.loads(data)
-            route = message["route"]
-            op = message["op"]
-        except (ValueError, KeyError, TypeError):
-            return  # not ours: another writer on the channel
+            self._dispatch(json.loads(data))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            # Not ours (another writer on the channel) or from a newer swerve: a message we
+            # cannot read is dropped, never mistaken for a broken connection.
+            _log.debug("swerve: ignored a message on %s it cannot read", self._channel)
+
+    def _dispatch(self, message: dict[str, Any]) -> None:
+        route = message["route"]
+        op = message["op"]
+        if not isinstance(route, str):
+            raise TypeError("route")
         mine = message.get("from") == self._me
         now = self._clock()
         if op == "cool":
@@ -511,6 +552,11 @@ class RedisHealth:
             self._local.adopt_breaker(route, message.get("open_until"), now)
         elif op == "clear" and not mine:
             self._local.clear(route)
+        elif op == "clear":
+            # Our own clear, back after every message published before it: what those put
+            # back into the local view since clear() (our own cooldown's echo) is older.
+            self._local.forget(route)
+            self._local.adopt_breaker(route, None, now)
         elif op == "drain" and not mine:
             self._local.drain(route, float(message["until"]), now)
 
@@ -525,11 +571,19 @@ class RedisHealth:
 def safe_url(url: str) -> str:
     """``url`` without its password (for logs, telemetry and CLI output)."""
     parts = urlsplit(url)
-    if parts.password is None:
+    # redis-py also reads a password from the query string (``?password=...``).
+    secret_query = "password" in parts.query.lower()
+    if parts.password is None and not secret_query:
         return url
-    netloc = parts.netloc.rpartition("@")
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[2]}"))
+    if parts.password is not None:
+        netloc = parts.netloc.rpartition("@")
+        user = parts.username or ""
+        parts = parts._replace(netloc=f"{user}:***@{netloc[2]}")
+    if secret_query:
+        query = parse_qsl(parts.query, keep_blank_values=True)
+        masked = [(k, "***" if "password" in k.lower() else v) for k, v in query]
+        parts = parts._replace(query=urlencode(masked, safe="*"))
+    return urlunsplit(parts)
 
 
 def _digest(route: str) -> str:

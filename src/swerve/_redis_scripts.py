@@ -9,10 +9,16 @@ from __future__ import annotations
 
 __all__ = ["ACCOUNT", "CLAIM", "CLEAR", "COOL", "DRAIN", "HALF_OPEN", "MERGE", "RECOVER", "RELEASE"]
 
+# Times go back to Python as text, through num(): Lua's tostring() keeps 14 significant
+# digits, which rounds an epoch time to 0.1 ms, so a process would read back a time other than
+# the one it wrote (a half-open period named twice, a cooldown shortened). %.17g round-trips
+# every double exactly.
+
 # KEYS: cool, probe. ARGV: now, base_s, max_s, floor_s, reason.
 # Grows the cooldown for a failure after the cooldown ended (a failed probe), extends it
 # otherwise, never shortens it; ends any probe. Returns the stored state.
 COOL = """
+local function num(x) return string.format('%.17g', x) end
 local now, base, maxs, floor = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]),
   tonumber(ARGV[4])
 local cur = redis.call('HMGET', KEYS[1], 'until', 'streak', 'forget_at')
@@ -24,16 +30,17 @@ end
 local secs = math.min(maxs, math.max(base * 2 ^ math.min(streak, 32), floor))
 untl = math.max(untl, now + secs)
 local forget = untl + maxs
-redis.call('HSET', KEYS[1], 'until', tostring(untl), 'streak', streak,
-  'forget_at', tostring(forget), 'reason', ARGV[5])
+redis.call('HSET', KEYS[1], 'until', num(untl), 'streak', streak,
+  'forget_at', num(forget), 'reason', ARGV[5])
 redis.call('PEXPIREAT', KEYS[1], math.ceil(forget * 1000))
 redis.call('DEL', KEYS[2])
-return {tostring(untl), streak, tostring(forget), ARGV[5]}
+return {num(untl), streak, num(forget), ARGV[5]}
 """
 
 # KEYS: cool. ARGV: until, streak, forget_at, reason. A process's own view, merged in when
 # Redis comes back: never shortens, never lowers the streak.
 MERGE = """
+local function num(x) return string.format('%.17g', x) end
 local cur = redis.call('HMGET', KEYS[1], 'until', 'streak', 'forget_at', 'reason')
 local untl, streak, forget = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local reason = ARGV[4]
@@ -43,10 +50,10 @@ if cur[1] then
   streak = math.max(streak, tonumber(cur[2]))
   forget = math.max(forget, tonumber(cur[3]))
 end
-redis.call('HSET', KEYS[1], 'until', tostring(untl), 'streak', streak,
-  'forget_at', tostring(forget), 'reason', reason)
+redis.call('HSET', KEYS[1], 'until', num(untl), 'streak', streak,
+  'forget_at', num(forget), 'reason', reason)
 redis.call('PEXPIREAT', KEYS[1], math.ceil(forget * 1000))
-return {tostring(untl), streak, tostring(forget), reason}
+return {num(untl), streak, num(forget), reason}
 """
 
 # KEYS: cool, probe. ARGV: now, lease_ms, token.
@@ -97,6 +104,7 @@ return 1
 # Counts outcomes per second over the fleet and opens the breaker on the fleet's failure
 # rate. Returns the breaker's open_until ('0' when closed).
 ACCOUNT = """
+local function num(x) return string.format('%.17g', x) end
 local now, window = tonumber(ARGV[1]), tonumber(ARGV[4])
 local st = redis.call('HMGET', KEYS[2], 'open_until', 'opens')
 local open_until, opens = tonumber(st[1] or '0'), tonumber(st[2] or '0')
@@ -107,12 +115,12 @@ end
 local max_open = tonumber(ARGV[8])
 if tonumber(ARGV[9]) > open_until then
   open_until = tonumber(ARGV[9])
-  redis.call('HSET', KEYS[2], 'open_until', tostring(open_until), 'opens', opens + 1)
+  redis.call('HSET', KEYS[2], 'open_until', num(open_until), 'opens', opens + 1)
   redis.call('PEXPIREAT', KEYS[2], math.ceil((open_until + max_open) * 1000))
   redis.call('DEL', KEYS[1])
-  return tostring(open_until)
+  return num(open_until)
 end
-if open_until > now then return tostring(open_until) end
+if open_until > now then return num(open_until) end
 local bucket = math.floor(now)
 if tonumber(ARGV[2]) > 0 then redis.call('HINCRBY', KEYS[1], bucket .. ':ok', ARGV[2]) end
 if tonumber(ARGV[3]) > 0 then redis.call('HINCRBY', KEYS[1], bucket .. ':fail', ARGV[3]) end
@@ -133,12 +141,12 @@ end
 local total = ok + fail
 if total >= tonumber(ARGV[5]) and fail / total >= tonumber(ARGV[6]) then
   open_until = now + math.min(max_open, tonumber(ARGV[7]) * 2 ^ math.min(opens, 32))
-  redis.call('HSET', KEYS[2], 'open_until', tostring(open_until), 'opens', opens + 1)
+  redis.call('HSET', KEYS[2], 'open_until', num(open_until), 'opens', opens + 1)
   redis.call('PEXPIREAT', KEYS[2], math.ceil((open_until + max_open) * 1000))
   redis.call('DEL', KEYS[1])
-  return tostring(open_until)
+  return num(open_until)
 end
-if open_until > 0 then return tostring(open_until) end
+if open_until > 0 then return num(open_until) end
 return '0'
 """
 

@@ -43,12 +43,13 @@ class Admit:
     route: str
     now: float
     config: BreakerConfig
+    lease_s: float
 
     def run(self, health: HealthStore) -> object:
-        return health.admit(self.route, self.now, self.config)
+        return health.admit(self.route, self.now, self.config, lease_s=self.lease_s)
 
     async def arun(self, health: HealthStore) -> object:
-        return await health.aadmit(self.route, self.now, self.config)
+        return await health.aadmit(self.route, self.now, self.config, lease_s=self.lease_s)
 
 
 Ask = Claim | Admit

@@ -68,6 +68,8 @@ class RouteHealth:
     recovering: bool = False
     reason: str = ""
     """Why the route cooled down: the failure kind, or ``drained`` (by an operator)."""
+    breaker_until: float | None = None
+    """While the breaker is open: when it turns half-open and lets a probe through."""
 
     @property
     def degraded(self) -> bool:
@@ -249,14 +251,15 @@ class HealthStore(Protocol):
         ...
 
     def admit(
-        self, route: str, now: float, config: BreakerConfig
+        self, route: str, now: float, config: BreakerConfig, *, lease_s: float | None = None
     ) -> tuple[Admission, BreakerTransition | None]:
         """Whether ``route``'s breaker lets an attempt start now (a half-open breaker admits
-        ``config.half_open_probes`` at once)."""
+        ``config.half_open_probes`` at once). ``lease_s`` bounds how long an admitted probe may
+        take: a shared store frees its slot after that even if its process died."""
         ...
 
     async def aadmit(
-        self, route: str, now: float, config: BreakerConfig
+        self, route: str, now: float, config: BreakerConfig, *, lease_s: float | None = None
     ) -> tuple[Admission, BreakerTransition | None]:
         """:meth:`admit` for async callers."""
         ...
@@ -357,8 +360,9 @@ class MemoryHealth:
             return True
 
     def admit(
-        self, route: str, now: float, config: BreakerConfig
+        self, route: str, now: float, config: BreakerConfig, *, lease_s: float | None = None
     ) -> tuple[Admission, BreakerTransition | None]:
+        # lease_s is for shared stores: in one process every probe's end reaches record()
         with self._lock:
             breaker = self._breakers.get(route)
             if breaker is None:
@@ -369,7 +373,7 @@ class MemoryHealth:
             return admission, _transition(route, moved_from, breaker)
 
     async def aadmit(
-        self, route: str, now: float, config: BreakerConfig
+        self, route: str, now: float, config: BreakerConfig, *, lease_s: float | None = None
     ) -> tuple[Admission, BreakerTransition | None]:
         return self.admit(route, now, config)
 
@@ -394,13 +398,19 @@ class MemoryHealth:
                 if entry is None and route not in self._breakers:
                     continue
                 breaker = self._breakers.get(route)
+                state = breaker.state_at(now) if breaker is not None else BreakerState.CLOSED
                 out.append(
                     RouteHealth(
                         route,
                         entry.until if entry is not None and entry.until > now else None,
-                        breaker.state_at(now) if breaker is not None else BreakerState.CLOSED,
+                        state,
                         recovering=entry is not None and entry.until <= now,
                         reason=entry.reason if entry is not None else "",
+                        breaker_until=(
+                            breaker.open_until
+                            if breaker is not None and state is BreakerState.OPEN
+                            else None
+                        ),
                     )
                 )
             return out

@@ -1,0 +1,87 @@
+"""A half-open breaker's probe slots, shared by two stores (two processes) on a real Redis.
+
+A slot lasts as long as its probe may (the lease the engine passes: the attempt timeout), not
+the breaker's open time, so a slow probe is never doubled; a probe that ends without a verdict
+gives its slot back at once. Time is the stores' injected clock; Redis keeps the slots by it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from swerve import BreakerConfig, RedisHealth
+from swerve.health import Admission, BreakerState, Outcome
+from swerve.testing import FakeClock
+
+from ._servers import RedisServer, wait_for
+
+ROUTE = "openrouter/anthropic/claude-sonnet-5"
+BREAKER = BreakerConfig(window_s=30, min_calls=2, failure_rate=0.5, open_s=1, half_open_probes=1)
+Ask = Callable[[RedisHealth, float, float], Admission]
+
+
+@pytest.fixture(params=["sync", "async"])
+def ask(request: pytest.FixtureRequest) -> Ask:
+    """``admit(store, now, lease_s)``: the store's admission, asked the sync or the async way."""
+
+    def sync(store: RedisHealth, now: float, lease_s: float) -> Admission:
+        return store.admit(ROUTE, now, BREAKER, lease_s=lease_s)[0]
+
+    def from_async(store: RedisHealth, now: float, lease_s: float) -> Admission:
+        async def ask() -> Admission:
+            return (await store.aadmit(ROUTE, now, BREAKER, lease_s=lease_s))[0]
+
+        return asyncio.run(ask())
+
+    return sync if request.param == "sync" else from_async
+
+
+@pytest.fixture
+def pair(redis_server: RedisServer) -> Iterator[tuple[RedisHealth, RedisHealth, FakeClock]]:
+    """Two processes of one fleet whose breaker for ROUTE is open (until now + 1 s)."""
+    clock = FakeClock()
+    one = RedisHealth(redis_server.client(), prefix="half-open", clock=clock.time)
+    two = RedisHealth(redis_server.client(), prefix="half-open", clock=clock.time)
+    try:
+        assert one.wait_until_shared(5) and two.wait_until_shared(5)
+        for _ in range(2):
+            one.record(ROUTE, Outcome.FAILURE, clock.now, BREAKER, probe=False)
+        wait_for(
+            "the other process to see the breaker open",
+            lambda: [h for h in two.snapshot(clock.now) if h.breaker is BreakerState.OPEN],
+            timeout=5,
+        )
+        yield one, two, clock
+    finally:
+        one.close()
+        two.close()
+
+
+def test_a_slow_probe_keeps_its_slot_past_the_open_time(
+    pair: tuple[RedisHealth, RedisHealth, FakeClock], ask: Ask
+) -> None:
+    one, two, clock = pair
+    clock.advance(2)  # past open_s: half-open in both processes
+    assert ask(one, clock.now, 30.0) is Admission.PROBE  # a probe that may take 30 s
+    clock.advance(10)  # well past open_s, still within the probe's lease
+    assert ask(two, clock.now, 30.0) is Admission.REJECTED
+    clock.advance(25)  # the lease is over: the prober died, or never reported
+    assert ask(two, clock.now, 30.0) is Admission.PROBE
+
+
+def test_a_probe_without_a_verdict_gives_its_slot_back_at_once(
+    pair: tuple[RedisHealth, RedisHealth, FakeClock], ask: Ask
+) -> None:
+    one, two, clock = pair
+    clock.advance(2)
+    assert ask(one, clock.now, 30.0) is Admission.PROBE
+    assert ask(two, clock.now, 30.0) is Admission.REJECTED
+    one.record(ROUTE, Outcome.NEUTRAL, clock.now, BREAKER, probe=True)  # e.g. cancelled
+    wait_for(
+        "the slot to come back to the fleet",
+        lambda: ask(two, clock.now, 30.0) is Admission.PROBE,
+        timeout=5,
+    )
