@@ -8,69 +8,18 @@ import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
-from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ._config import ConfigError, FallbackConfig
-from ._routes import Route
+from ._config import FallbackConfig
 from .health import MemoryHealth
 from .httpx import ROUTE_HEADER, SWITCH_HEADER, FailoverTransport, Upstream
 
-__all__ = ["Probe", "UpstreamSpec", "load_file", "probe"]
+__all__ = ["Probe", "probe"]
 
 SKIP_ENV = "SWERVE_HEALTH_SKIP_PROBES"
-
-
-class UpstreamSpec(BaseModel):
-    """An upstream as written in a config file: the key is named, never written."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    base_url: str
-    wire: Literal["openai", "anthropic"] = "openai"
-    api_key_env: str | None = None
-    model: str | None = None
-    headers: dict[str, str] = {}
-
-
-def load_file(data: object, source: str) -> tuple[FallbackConfig, dict[str, Upstream]]:
-    """Split a config file into its FallbackConfig and its upstreams (keys read from the env)."""
-    if not isinstance(data, dict):
-        raise ConfigError(f"{source}: expected a JSON object, got {type(data).__name__}")
-    data = dict(data)
-    raw = data.pop("upstreams", {})
-    config = FallbackConfig.from_mapping(data, source=source)
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{source}: upstreams: expected an object of route -> upstream")
-    upstreams: dict[str, Upstream] = {}
-    for route, spec in raw.items():
-        where = f"{source}: upstreams[{route!r}]"
-        if isinstance(spec, dict) and "api_key" in spec:
-            raise ConfigError(
-                f"{where}: api_key does not belong in a file; put the key in an environment "
-                "variable and name it in api_key_env"
-            )
-        try:
-            Route.parse(route)
-            parsed = UpstreamSpec.model_validate(spec)
-            key = os.environ.get(parsed.api_key_env) if parsed.api_key_env else None
-            if parsed.api_key_env and not key:
-                raise ConfigError(f"{where}: ${parsed.api_key_env} is not set")
-            upstreams[route] = Upstream(
-                parsed.base_url, parsed.wire, key, parsed.model, parsed.headers
-            )
-        except ValidationError as exc:
-            first = exc.errors(include_url=False)[0]
-            field = ".".join(str(p) for p in first["loc"])
-            raise ConfigError(f"{where}.{field}: {first['msg']}") from None
-        except ValueError as exc:
-            if isinstance(exc, ConfigError):
-                raise
-            raise ConfigError(f"{where}: {exc}") from None
-    return config, upstreams
 
 
 @dataclass(frozen=True, slots=True)

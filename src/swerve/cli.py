@@ -15,12 +15,15 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry.sdk.trace import SpanProcessor
 
 from ._config import DEFAULT_ENV_VAR, ConfigError, FallbackConfig
+from ._engine import HEALTH_PREFIX_VAR, HEALTH_URL_VAR
 from .failures import FailureKind, status_kind
 from .policy import next_route
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.metrics import MeterProvider
     from rich.console import Console
+
+    from .health import RouteHealth
 
 __all__ = ["main"]
 
@@ -54,25 +57,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     health.add_argument("file", type=Path, help="JSON config with an 'upstreams' section")
     health.add_argument("--timeout", type=float, default=20.0, help="seconds per probe")
+    _add_routes(sub)
     args = parser.parse_args(argv)
     if args.command == "demo":
         return _demo(fast=args.fast, metrics_port=args.metrics_port, hold=args.hold)
     if args.command == "health":
         return _health(args.file, args.timeout)
+    if args.command == "routes":
+        return _routes(args)
     return _config_check(args.file, args.env)
 
 
 # --- health -------------------------------------------------------------------------------------
 def _health(file: Path, timeout: float) -> int:
-    from ._probe import SKIP_ENV, load_file, probe
+    from ._cli_file import read
+    from ._probe import SKIP_ENV, probe
 
     try:
-        data = json.loads(file.read_text())
-        config, upstreams = load_file(data, str(file))
+        loaded = read(file)
+        config, upstreams = loaded.config, loaded.resolve_upstreams()
     except OSError as exc:
         print(f"error: cannot read {file}: {exc.strerror}", file=sys.stderr)
         return 2
-    except ValueError as exc:  # ConfigError, or JSON that does not parse
+    except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if not upstreams:
@@ -82,6 +89,7 @@ def _health(file: Path, timeout: float) -> int:
         from rich.console import Console
         from rich.progress import Progress
         from rich.table import Table
+        from rich.text import Text
     except ImportError:
         print("swerve health needs rich: pip install 'swerve[cli]'", file=sys.stderr)
         return 2
@@ -95,23 +103,287 @@ def _health(file: Path, timeout: float) -> int:
     for r in results:
         colour = "green" if r.ok else "red"
         latency = f"{r.latency_s * 1000:.0f} ms" if r.latency_s is not None else "-"
-        table.add_row(r.route, f"[{colour}]{r.status}[/]", latency, r.error)
+        # route and error are text from the config and the upstream, never rich markup
+        table.add_row(Text(r.route), Text(r.status, style=colour), latency, Text(r.error))
     console.print(table)
     if os.environ.get(SKIP_ENV, "") not in ("", "0", "false"):
         console.print(f"[dim]{SKIP_ENV} is set: reachability only, no completions[/]")
     return 1 if any(not r.ok for r in results) else 0
 
 
+# --- routes -------------------------------------------------------------------------------------
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def _add_routes(sub: Any) -> None:
+    # --url/--prefix/--timeout are accepted before or after `clear`/`drain`; SUPPRESS keeps a
+    # subcommand's unset option from overwriting the value given before it.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--url",
+        default=argparse.SUPPRESS,
+        help=f"the fleet's Redis (default: the config file's, else ${HEALTH_URL_VAR})",
+    )
+    common.add_argument(
+        "--config",
+        type=Path,
+        default=argparse.SUPPRESS,
+        metavar="FILE",
+        help="a config file whose 'health' section names the fleet's Redis and prefix",
+    )
+    common.add_argument(
+        "--prefix",
+        default=argparse.SUPPRESS,
+        help=(
+            f"the fleet's key prefix (default: the config file's, else ${HEALTH_PREFIX_VAR}, "
+            "else 'swerve')"
+        ),
+    )
+    common.add_argument(
+        "--timeout",
+        type=float,
+        default=argparse.SUPPRESS,
+        metavar="SECONDS",
+        help="bound on connecting and on each Redis operation (default: 2)",
+    )
+    routes = sub.add_parser(
+        "routes",
+        parents=[common],
+        help="the fleet's shared route health (RedisHealth): show, clear, drain",
+        description="Without a subcommand: print every route the fleet holds health for.",
+    )
+    routes_sub = routes.add_subparsers(dest="routes_command")
+    clear = routes_sub.add_parser(
+        "clear", parents=[common], help="end a route's cooldown and close its breaker, fleet-wide"
+    )
+    clear.add_argument("route", type=_route_arg, metavar="ROUTE", help="provider/model")
+    drain = routes_sub.add_parser(
+        "drain", parents=[common], help="take a route out of service on purpose, fleet-wide"
+    )
+    drain.add_argument("route", type=_route_arg, metavar="ROUTE", help="provider/model")
+    drain.add_argument(
+        "--for",
+        dest="duration",
+        type=_duration_arg,
+        required=True,
+        metavar="DURATION",
+        help="how long: 90s, 10m, 2h, or plain seconds",
+    )
+
+
+def _route_arg(value: str) -> str:
+    from ._routes import Route
+
+    try:
+        return str(Route.parse(value))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _duration_arg(value: str) -> float:
+    text = value.strip().lower()
+    unit = _UNITS.get(text[-1:]) if text else None
+    number = text[:-1] if unit is not None else text
+    try:
+        seconds = float(number) * (unit or 1.0)
+    except ValueError:
+        seconds = float("nan")
+    if not seconds > 0 or seconds == float("inf"):
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a duration: use 90s, 10m, 2h, or plain seconds"
+        )
+    return seconds
+
+
+def _routes(args: argparse.Namespace) -> int:
+    file_url = file_prefix = None
+    if (path := getattr(args, "config", None)) is not None:
+        from ._cli_file import read
+
+        try:
+            loaded = read(path)
+            file_url = loaded.health_url() if getattr(args, "url", None) is None else None
+            file_prefix = loaded.health.prefix if loaded.health is not None else None
+        except OSError as exc:
+            print(f"error: cannot read {path}: {exc.strerror}", file=sys.stderr)
+            return 2
+        except ConfigError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    url = getattr(args, "url", None) or file_url or os.environ.get(HEALTH_URL_VAR, "").strip()
+    if not url:
+        print(
+            f"error: no fleet to read: set ${HEALTH_URL_VAR} (the Redis URL the fleet shares "
+            "health through), pass --url, or name a config file with a 'health' section",
+            file=sys.stderr,
+        )
+        return 2
+    prefix = (
+        getattr(args, "prefix", None)
+        or file_prefix
+        or os.environ.get(HEALTH_PREFIX_VAR, "")
+        or "swerve"
+    )
+    timeout = getattr(args, "timeout", 2.0)
+    try:
+        from rich.console import Console
+    except ImportError:
+        print("swerve routes needs rich: pip install 'swerve[cli]'", file=sys.stderr)
+        return 2
+    try:
+        import redis
+    except ImportError:
+        print("swerve routes needs redis: pip install 'swerve[redis]'", file=sys.stderr)
+        return 2
+    from redis.exceptions import RedisClusterException
+
+    from ._redis import RedisHealth, safe_url
+
+    where = safe_url(url)
+    unreachable = (redis.RedisError, RedisClusterException, OSError)
+
+    def fail(exc: Exception) -> None:
+        print(
+            f"error: cannot use the fleet's Redis at {where}: {type(exc).__name__}: "
+            f"{_scrub(str(exc), url)}",
+            file=sys.stderr,
+        )
+
+    try:  # a Cluster client connects here already
+        store = RedisHealth.from_url(url, prefix=prefix, timeout_s=timeout)
+    except unreachable as exc:
+        fail(exc)
+        return 1
+    except ValueError as exc:  # a URL redis-py cannot read
+        print(f"error: {where}: {_scrub(str(exc), url)}", file=sys.stderr)
+        return 2
+    console = Console(highlight=False, markup=False)  # route names are text, never markup
+    try:
+        store.wait_until_shared(timeout)  # an operation below raises the reason if it failed
+        now = time.time()
+        if args.routes_command == "clear":
+            store.clear(args.route)
+            console.print(f"cleared {args.route}", soft_wrap=True)
+            console.print(
+                f"its cooldown and breaker are over across the fleet ({where}, prefix "
+                f"{prefix!r}); each process reports it as a swerve.operator event on its next call"
+            )
+        elif args.routes_command == "drain":
+            until = now + args.duration
+            store.drain(args.route, until, now)
+            console.print(f"drained {args.route} until {_when(until, now)}", soft_wrap=True)
+            console.print(
+                f"calls across the fleet ({where}, prefix {prefix!r}) walk past it until then; "
+                "each process reports it as a swerve.operator event on its next call; "
+                "`swerve routes clear` ends it early"
+            )
+        else:
+            _print_view(console, store.fleet_view(), now, where, prefix)
+    except unreachable as exc:
+        fail(exc)
+        return 1
+    finally:
+        store.close()
+    return 0
+
+
+def _print_view(
+    console: Console, view: Sequence[RouteHealth], now: float, where: str, prefix: str
+) -> None:
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    if not view:
+        console.print(f"every route is healthy in {where} (prefix {prefix!r})", soft_wrap=True)
+        return
+    console.print(f"{len(view)} route(s) degraded in {where} (prefix {prefix!r}):", soft_wrap=True)
+    headers = ("route", "state", "until", "breaker", "why")
+    rows = [_row(h, now) for h in view]
+    # A route name is what an operator copies into `swerve routes clear`: never cut or folded.
+    # The other columns wrap between words; when even that does not fit, one block per route.
+    widths = _column_widths(headers, [row[:5] for row in rows], console.width)
+    if widths is None:
+        for route, state, until, breaker, why, style in rows:
+            console.print(Text(route, style="bold"), soft_wrap=True)
+            console.print(Text.assemble("  state: ", (state, style)))
+            console.print(f"  until: {until}\n  breaker: {breaker}\n  why: {why}")
+        return
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    for name, width in zip(headers, widths, strict=True):
+        table.add_column(name, width=width, no_wrap=name == "route", overflow="fold")
+    for route, state, until, breaker, why, style in rows:
+        table.add_row(route, Text(state, style=style), until, breaker, why)
+    console.print(table)
+
+
+def _column_widths(
+    headers: Sequence[str], rows: Sequence[Sequence[str]], room: int
+) -> list[int] | None:
+    """Widths for a table of ``rows`` in ``room`` columns where no route is cut and no word is
+    split (the first column never wraps, the others wrap between words); None if none fit."""
+    cells = [[h, *(row[i] for row in rows)] for i, h in enumerate(headers)]
+    natural = [max(len(c) for c in column) for column in cells]
+    least = [natural[0]] + [max(len(w) for c in column for w in c.split()) for column in cells[1:]]
+    room -= 3 * (len(headers) - 1)  # between two columns: a space, a separator, a space
+    if sum(least) > room:
+        return None
+    widths, spare = list(least), room - sum(least)
+    for i in (2, 1, 4, 3):  # what is left goes to until, state, why, breaker, in that order
+        extra = min(spare, natural[i] - widths[i])
+        widths[i] += extra
+        spare -= extra
+    return widths
+
+
+def _row(h: RouteHealth, now: float) -> tuple[str, str, str, str, str, str]:
+    """A route's line in `swerve routes`: route, state, until, breaker, why (and a style)."""
+    from .health import BreakerState
+
+    if h.degraded_until is not None:
+        state, style = ("drained", "yellow") if h.reason == "drained" else ("cooling", "red")
+    elif h.recovering:
+        state, style = "recovering (awaiting a probe)", "yellow"
+    elif h.breaker is BreakerState.OPEN:
+        state, style = "breaker open", "red"
+    else:
+        state, style = "half-open", "yellow"
+    at = h.degraded_until if h.degraded_until is not None else h.breaker_until
+    until = _when(at, now) if at is not None else "-"
+    breaker = h.breaker.value.replace("_", "-")
+    return h.route, state, until, breaker, h.reason or "-", style
+
+
+def _when(at: float, now: float) -> str:
+    """``at`` as local time (with the date when not today) and as "in Ns"."""
+    local = time.localtime(at)
+    fmt = "%H:%M:%S" if local[:3] == time.localtime(now)[:3] else "%Y-%m-%d %H:%M:%S"
+    return f"{time.strftime(fmt, local)} (in {max(at - now, 0.0):.0f}s)"
+
+
+def _scrub(text: str, url: str) -> str:
+    """``text`` without the URL's password, should redis-py ever echo it."""
+    from urllib.parse import unquote, urlsplit
+
+    password = urlsplit(url).password
+    for secret in {password, unquote(password)} if password else ():
+        text = text.replace(secret, "***")
+    return text
+
+
 # --- config check -------------------------------------------------------------------------------
 def _config_check(file: Path | None, var: str | None) -> int:
     try:
+        loaded = None
         if file is not None:
+            from ._cli_file import read
+
             try:
-                text = file.read_text()
+                loaded = read(file)
             except OSError as exc:
                 print(f"error: cannot read {file}: {exc.strerror}", file=sys.stderr)
                 return 2
-            config: FallbackConfig | None = FallbackConfig.from_json(text, source=str(file))
+            config: FallbackConfig | None = loaded.config
             where = str(file)
         else:
             var = var or DEFAULT_ENV_VAR
@@ -142,6 +414,12 @@ def _config_check(file: Path | None, var: str | None) -> int:
         print("chains:")
     for route in config.fallbacks:
         print(f"  {' -> '.join(_chain(config, route))}")
+    if loaded is not None and loaded.upstreams:
+        print(f"upstreams: {', '.join(loaded.upstreams)} (probe them with `swerve health`)")
+    if loaded is not None and loaded.health is not None:
+        spec = loaded.health
+        url = spec.url if spec.url is not None else f"${spec.url_env}"
+        print(f"shared health: {url}, prefix {spec.prefix or 'swerve'!r} (see `swerve routes`)")
     return 0
 
 

@@ -1,0 +1,145 @@
+"""The CLI's config file: a FallbackConfig plus an ``upstreams`` section (``swerve health``) and
+a ``health`` section (the fleet's shared store, for ``swerve routes``). Secrets are named by
+environment variable, never written in the file."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from ._config import ConfigError, FallbackConfig
+from ._routes import Route
+from .httpx import Upstream
+
+__all__ = ["CliFile", "HealthSpec", "UpstreamSpec", "load", "read"]
+
+
+class UpstreamSpec(BaseModel):
+    """An upstream as written in a config file: the key is named, never written."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    base_url: str
+    wire: Literal["openai", "anthropic"] = "openai"
+    api_key_env: str | None = None
+    model: str | None = None
+    headers: dict[str, str] = {}
+
+
+class HealthSpec(BaseModel):
+    """The fleet's shared store: its Redis URL, written (without a password) or named by an
+    environment variable, and its key prefix."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    url: str | None = None
+    url_env: str | None = None
+    prefix: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CliFile:
+    config: FallbackConfig
+    upstreams: Mapping[str, UpstreamSpec]
+    health: HealthSpec | None
+    source: str
+
+    def resolve_upstreams(self) -> dict[str, Upstream]:
+        """The upstreams, with their keys read from the environment now."""
+        out: dict[str, Upstream] = {}
+        for route, spec in self.upstreams.items():
+            key = os.environ.get(spec.api_key_env) if spec.api_key_env else None
+            if spec.api_key_env and not key:
+                where = f"{self.source}: upstreams[{route!r}]"
+                raise ConfigError(f"{where}: ${spec.api_key_env} is not set")
+            out[route] = Upstream(spec.base_url, spec.wire, key, spec.model, spec.headers)
+        return out
+
+    def health_url(self) -> str | None:
+        """The shared store's URL (read from ``url_env`` now), or None without a ``health``."""
+        if self.health is None:
+            return None
+        if self.health.url is not None:
+            return self.health.url
+        assert self.health.url_env is not None  # load() checked that one of them is set
+        url = os.environ.get(self.health.url_env, "").strip()
+        if not url:
+            raise ConfigError(f"{self.source}: health.url_env: ${self.health.url_env} is not set")
+        return url
+
+
+def read(path: Path) -> CliFile:
+    """Read and check a config file; OSError if it cannot be read, ConfigError if it is wrong."""
+    text = path.read_text()
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    return load(data, str(path))
+
+
+def load(data: object, source: str) -> CliFile:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a JSON object, got {type(data).__name__}")
+    data = dict(data)
+    raw_upstreams = data.pop("upstreams", {})
+    raw_health = data.pop("health", None)
+    config = FallbackConfig.from_mapping(data, source=source)
+    if not isinstance(raw_upstreams, dict):
+        raise ConfigError(f"{source}: upstreams: expected an object of route -> upstream")
+    upstreams = {
+        route: _upstream(route, spec, f"{source}: upstreams[{route!r}]")
+        for route, spec in raw_upstreams.items()
+    }
+    health = None if raw_health is None else _health(raw_health, f"{source}: health")
+    return CliFile(config, upstreams, health, source)
+
+
+def _upstream(route: object, spec: object, where: str) -> UpstreamSpec:
+    if isinstance(spec, dict) and "api_key" in spec:
+        raise ConfigError(
+            f"{where}: api_key does not belong in a file; put the key in an environment "
+            "variable and name it in api_key_env"
+        )
+    try:
+        Route.parse(route)  # type: ignore[arg-type]
+        return UpstreamSpec.model_validate(spec)
+    except ValidationError as exc:
+        raise ConfigError(f"{where}{_first(exc)}") from None
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+
+
+def _health(spec: object, where: str) -> HealthSpec:
+    try:
+        parsed = HealthSpec.model_validate(spec)
+    except ValidationError as exc:
+        raise ConfigError(f"{where}{_first(exc)}") from None
+    if (parsed.url is None) == (parsed.url_env is None):
+        raise ConfigError(f"{where}: give exactly one of url and url_env")
+    if parsed.url is not None:
+        try:
+            parts = urlsplit(parsed.url)
+        except ValueError as exc:
+            raise ConfigError(f"{where}.url: {exc}") from None
+        if parts.password is not None or "password" in parts.query.lower():
+            # Never echo the URL: it holds the secret we are refusing to keep.
+            raise ConfigError(
+                f"{where}.url: a password does not belong in a file; put the whole URL in an "
+                "environment variable and name it in url_env"
+            )
+    return parsed
+
+
+def _first(exc: ValidationError) -> str:
+    """The first error as ``.field: message`` (``: message`` when it is about the whole)."""
+    first = exc.errors(include_url=False)[0]
+    field = ".".join(str(p) for p in first["loc"])
+    return f"{'.' + field if field else ''}: {first['msg']}"
