@@ -8,8 +8,9 @@ seconds.
 Two groups:
 
 ``swerve``
-    Generic rules, one series per route and scrape target: a route degraded too long, a high
-    swap rate away from a route, a breaker open.
+    Generic rules, one alert per route (and ``job``) however many processes report it: a route
+    degraded too long, a high swap rate away from a route, a breaker open; and one per shared
+    health store that processes cannot reach.
 
 ``swerve-chains``
     One rule per chain of a :class:`~swerve.FallbackConfig` (the JSON you give swerve in
@@ -18,6 +19,14 @@ Two groups:
     process, which is when swerve has nowhere healthy to send the call and it will fail. swerve
     exports no chain metric, so the chains come from the config, walked exactly as the engine
     walks them (:func:`chain`); regenerate this group whenever the config changes.
+
+Every process of a fleet exports its own series (``instance`` differs). With a shared store
+(:class:`~swerve.RedisHealth`) they all report the same state, and with the default in-memory
+store a real outage shows up in most of them; either way one degraded route is one alert, not
+one per process: each rule first takes the per-process view (``by (job, instance, ...)``), then
+counts the processes in it (``count by (job, ...)``), so ``$value`` is how many processes see
+the condition. A chain is judged inside each process first, because routes down in different
+processes (each with its own in-memory store) do not add up to a dead chain.
 """
 
 from __future__ import annotations
@@ -39,12 +48,15 @@ __all__ = ["DEFAULT_TIMING", "Timing", "alert_rules", "chain", "render", "unavai
 DEGRADED: Final = PROMETHEUS_NAMES[t.METRIC_ROUTE_DEGRADED]
 BREAKER: Final = PROMETHEUS_NAMES[t.METRIC_BREAKER_STATE]
 SWAPS: Final = PROMETHEUS_NAMES[t.METRIC_SWAPS]
+STORE_UP: Final = PROMETHEUS_NAMES[t.METRIC_STORE_UP]
+STORE: Final = label(t.STORE)
 ROUTE: Final = label(t.ROUTE)
 ROUTE_FROM: Final = label(t.ROUTE_FROM)
 BREAKER_OPEN: Final = t.BREAKER_STATE_VALUES["open"]
 
-# Health is per process (MemoryHealth), so rules keep the scrape target's labels apart.
+# A process's view is judged per scrape target, then the fleet (one job) gives one alert.
 TARGET: Final = "job, instance"
+FLEET: Final = "job"
 
 
 @dataclass(frozen=True)
@@ -63,6 +75,9 @@ class Timing:
     breaker_for: str = "0s"
     """SwerveBreakerOpen: 0s fires on the first evaluation that sees the breaker open (a
     breaker stays open for ``breaker.open_s``, 30 s by default, then probes)."""
+    store_for: str = "5m"
+    """SwerveHealthNotShared: how long a process decides alone (its shared store, such as
+    RedisHealth, unreachable) before the alert fires; brief reconnects stay quiet."""
 
 
 DEFAULT_TIMING: Final = Timing()
@@ -95,13 +110,20 @@ def unavailable(by: str, selector: str = "") -> str:
     )
 
 
+def _processes(expr: str) -> str:
+    """PromQL counting, per route and job, the processes in which ``expr`` (a per-process
+    selection by ``job, instance, swerve_route``) holds: one series per route for the fleet."""
+    return f"count by ({FLEET}, {ROUTE}) (\n  " + expr.replace("\n", "\n  ") + "\n)\n"
+
+
 def _generic(timing: Timing) -> list[dict[str, Any]]:
     rate = f'rate({SWAPS}[{timing.swap_window}]), "{ROUTE}", "$1", "{ROUTE_FROM}", "(.*)"'
-    per_route = f"{TARGET}, {ROUTE}"
+    per_process = f"{TARGET}, {ROUTE}"
+    processes = "{{ $value }} process(es) of {{ $labels.job }}"
     return [
         {
             "alert": "SwerveRouteDegraded",
-            "expr": unavailable(per_route) + "\n",
+            "expr": _processes(unavailable(per_process)),
             "for": timing.degraded_for,
             "labels": {"severity": "warning"},
             "annotations": {
@@ -111,15 +133,15 @@ def _generic(timing: Timing) -> list[dict[str, Any]]:
                 ),
                 "description": (
                     f"{{{{ $labels.{ROUTE} }}}} has been cooling down or behind an open breaker "
-                    f"for more than {timing.degraded_for} on {{{{ $labels.instance }}}}: calls "
-                    "for it start on its fallback instead (or fail, when it has none)."
+                    f"for more than {timing.degraded_for} (now in {processes}): calls for it "
+                    "start on its fallback instead (or fail, when it has none)."
                 ),
             },
         },
         {
             "alert": "SwerveHighSwapRate",
             "expr": (
-                f"sum by ({per_route}) (\n  label_replace({rate})\n) * 60\n"
+                f"sum by ({FLEET}, {ROUTE}) (\n  label_replace({rate})\n) * 60\n"
                 f"> {timing.swaps_per_minute:g}\n"
             ),
             "for": timing.swap_for,
@@ -128,23 +150,42 @@ def _generic(timing: Timing) -> list[dict[str, Any]]:
                 "summary": f"swerve swaps away from {{{{ $labels.{ROUTE} }}}} at a high rate",
                 "description": (
                     f'{{{{ $value | printf "%.1f" }}}} swaps per minute away from '
-                    f"{{{{ $labels.{ROUTE} }}}} on {{{{ $labels.instance }}}} over the last "
-                    f"{timing.swap_window} (threshold {timing.swaps_per_minute:g}): the route "
-                    "keeps failing and its calls pay for retries and a second route."
+                    f"{{{{ $labels.{ROUTE} }}}}, all processes of {{{{ $labels.job }}}} together, "
+                    f"over the last {timing.swap_window} (threshold "
+                    f"{timing.swaps_per_minute:g}): the route keeps failing and its calls pay for "
+                    "retries and a second route."
                 ),
             },
         },
         {
             "alert": "SwerveBreakerOpen",
-            "expr": f"max by ({per_route}) ({BREAKER}) == {BREAKER_OPEN}\n",
+            "expr": _processes(f"max by ({per_process}) ({BREAKER}) == {BREAKER_OPEN}"),
             "for": timing.breaker_for,
             "labels": {"severity": "warning"},
             "annotations": {
                 "summary": f"swerve circuit breaker open for {{{{ $labels.{ROUTE} }}}}",
                 "description": (
-                    f"The circuit breaker of {{{{ $labels.{ROUTE} }}}} on "
-                    "{{ $labels.instance }} is open: too many of its attempts failed, and calls "
-                    "skip it until a half-open probe succeeds."
+                    f"The circuit breaker of {{{{ $labels.{ROUTE} }}}} is open in {processes}: "
+                    "too many of its attempts failed, and calls skip it until a half-open probe "
+                    "succeeds."
+                ),
+            },
+        },
+        {
+            "alert": "SwerveHealthNotShared",
+            "expr": (
+                f"count by ({FLEET}, {STORE}) (\n"
+                f"  min by ({TARGET}, {STORE}) ({STORE_UP}) == 0\n)\n"
+            ),
+            "for": timing.store_for,
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": "swerve processes cannot share route health",
+                "description": (
+                    f"{processes} have not reached the shared health store "
+                    f"{{{{ $labels.{STORE} }}}} for more than {timing.store_for}: they still "
+                    "answer every call, but each learns every outage for itself, as if it ran "
+                    "alone."
                 ),
             },
         },
@@ -156,17 +197,18 @@ def _chain_rule(routes: list[str], timing: Timing) -> dict[str, Any]:
     selectors = ["{" + f"{ROUTE}={json.dumps(route)}" + "}" for route in routes]
     terms = ["(\n  " + unavailable(TARGET, s).replace("\n", "\n  ") + "\n)" for s in selectors]
     listed = ", ".join(routes[:-1]) + (" and " if len(routes) > 1 else "") + routes[-1]
+    dead = f"\nand on ({TARGET}) ".join(terms)  # in one process: routes of several do not add up
     return {
         "alert": "SwerveChainDegraded",
-        "expr": f"\nand on ({TARGET}) ".join(terms) + "\n",
+        "expr": f"count by ({FLEET}) (\n  " + dead.replace("\n", "\n  ") + "\n)\n",
         "for": timing.chain_for,
         "labels": {"severity": "critical", ROUTE: requested, "swerve_chain": arrow},
         "annotations": {
             "summary": f"every route of the swerve chain for {requested} is degraded",
             "description": (
-                f"On {{{{ $labels.instance }}}}, {listed} are all cooling down or behind an open "
-                f"breaker: calls for {requested} have no healthy route left and will fail until "
-                "one recovers."
+                f"In {{{{ $value }}}} process(es) of {{{{ $labels.job }}}}, {listed} are all "
+                f"cooling down or behind an open breaker: calls for {requested} there have no "
+                "healthy route left and will fail until one recovers."
             ),
         },
     }

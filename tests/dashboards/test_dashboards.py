@@ -209,12 +209,33 @@ def test_every_alert_has_promtool_cases_that_fire_and_that_do_not() -> None:
         assert any(not c["exp_alerts"] for c in mine), f"{name}: no case where it stays quiet"
 
 
-def test_every_alert_names_the_route() -> None:
+def test_every_alert_names_what_it_is_about() -> None:
+    # the route, or for the store alert the store (by its URL without the password)
     for rule in _rules():
         annotations = rule["annotations"]
         assert set(annotations) == {"summary", "description"}
+        if rule["alert"] == "SwerveHealthNotShared":
+            assert "{{ $labels.swerve_store_name }}" in annotations["description"]
+            continue
         for text in annotations.values():
             assert "{{ $labels.swerve_route }}" in text or rule["labels"]["swerve_route"] in text
+
+
+def test_alerts_are_per_route_not_per_process() -> None:
+    # A fleet's processes each export the same route (instance differs): every rule first judges
+    # each process, then aggregates over them, so no alert carries an instance label.
+    for rule in _rules():
+        outer = rule["expr"].split("(", 2)[:2]
+        assert outer[0].strip() in {"count by", "sum by"}, rule["expr"]
+        assert "instance" not in outer[1] and "job" in outer[1], rule["expr"]
+        assert "$labels.instance" not in str(rule["annotations"])
+    # ... and alerts_test.yml proves it with processes that report the same route.
+    cases = yaml.safe_load(ALERTS_TEST.read_text())["tests"]
+    fleet = [c for c in cases if "exactly one alert" in c["name"]]
+    assert fleet and all(
+        len({re.findall(r'instance="([^"]*)"', s["series"])[0] for s in c["input_series"]}) > 1
+        for c in fleet
+    )
 
 
 def test_chains_are_walked_like_the_engine_walks_them() -> None:
@@ -237,8 +258,8 @@ def test_chains_are_walked_like_the_engine_walks_them() -> None:
 
 SUMMARY = "every route of the swerve chain for a/x is degraded"
 DESCRIPTION = (
-    "On i, a/x, b/y and c/z are all cooling down or behind an open breaker: calls for a/x have "
-    "no healthy route left and will fail until one recovers."
+    "In 1 process(es) of j, a/x, b/y and c/z are all cooling down or behind an open breaker: "
+    "calls for a/x there have no healthy route left and will fail until one recovers."
 )
 
 
@@ -254,7 +275,6 @@ def test_a_three_route_chain_fires_only_when_all_three_are_down(tmp_path: Path) 
         "exp_labels": {
             "severity": "critical",
             "job": "j",
-            "instance": "i",
             "swerve_route": "a/x",
             "swerve_chain": "a/x -> b/y -> c/z",
         },
