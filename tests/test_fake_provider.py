@@ -905,3 +905,67 @@ def test_models_list_in_both_shapes_and_obeys_a_standing_status(
     fake.set_fault("p", Fault.error_before_content("openrouter"))  # a stream fault: ignored
     assert http.get(url).status_code == 200
     assert fake.requests("p") == 0  # probes are not completion requests
+
+
+# --- byte-level faults ---------------------------------------------------------------------------
+@pytest.mark.parametrize("path", [OPENAI, ANTHROPIC])
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "json"])
+def test_cut_after_bytes_sends_exactly_n_body_bytes(
+    fake: FakeProvider, path: str, stream: bool
+) -> None:
+    url = fake.url("p") + path
+    whole = httpx.post(url, json=body(stream=stream)).content
+    for n in (0, 1, len(whole) // 2, len(whole) - 1):
+        fake.script("p", [Fault.cut_after_bytes(n)])
+        got = bytearray()
+        request = httpx.stream("POST", url, json=body(stream=stream))
+        with pytest.raises(httpx.RemoteProtocolError), request as r:
+            assert r.status_code == 200
+            for piece in r.iter_raw():
+                got += piece
+        assert len(got) == n
+    fake.script("p", [Fault.cut_after_bytes(len(whole))])  # at the end: the whole body
+    assert len(httpx.post(url, json=body(stream=stream)).content) == len(whole)
+    with pytest.raises(ValueError, match="n >= 0"):
+        Fault.cut_after_bytes(-1)
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "json"])
+def test_bad_chunking_breaks_the_chunked_encoding(fake: FakeProvider, stream: bool) -> None:
+    fake.script("p", [Fault.bad_chunking()])
+    with pytest.raises(httpx.RemoteProtocolError):
+        httpx.post(fake.url("p") + OPENAI, json=body(stream=stream))
+
+
+def test_wrong_content_type_labels_the_usual_reply(fake: FakeProvider) -> None:
+    fake.script("p", [Fault.wrong_content_type("text/plain")])
+    r = httpx.post(fake.url("p") + OPENAI, json=body())
+    assert r.headers["content-type"] == "text/plain"
+    assert r.json()["choices"][0]["message"]["content"] == "hello from p"
+
+
+@pytest.mark.parametrize("path", [OPENAI, ANTHROPIC])
+def test_gzip_bodies_and_bombs(fake: FakeProvider, path: str) -> None:
+    url = fake.url("p") + path
+    plain = httpx.post(url, json=body()).json()
+    fake.script("p", [Fault.gzip()])
+    r = httpx.post(url, json=body())
+    assert r.headers["content-encoding"] == "gzip"
+    assert r.json()["model"] == plain["model"]
+    fake.script("p", [Fault.gzip(pad=8 * 2**20)])
+    r = httpx.post(url, json=body())
+    assert len(r.content) > 8 * 2**20 and int(r.headers["content-length"]) < 2**20
+    assert r.json()["model"] == plain["model"]  # spaces after the object: still JSON
+    fake.script("p", [Fault.gzip(pad=2**20)])
+    r = httpx.post(url, json=body(stream=True))
+    assert r.text.startswith(":") and "data:" in r.text
+
+
+def test_dribble_sends_one_byte_per_interval(fake: FakeProvider) -> None:
+    fake.script("p", [Fault.dribble(0.002)])
+    with httpx.stream("POST", fake.url("p") + OPENAI, json=body(stream=True)) as r:
+        sizes = [len(piece) for piece in r.iter_raw()]
+    assert sizes and max(sizes) <= 16  # a byte (or a few, as reads batch them) at a time
+    assert len(sizes) > 50
+    with pytest.raises(ValueError, match="interval_s >= 0"):
+        Fault.dribble(-1)

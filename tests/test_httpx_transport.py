@@ -14,7 +14,7 @@ import httpx2
 import openai
 import pytest
 
-from swerve import Failover, FallbackConfig
+from swerve import Failover, FallbackConfig, MemoryHealth
 from swerve.httpx import AsyncFailoverTransport, FailoverTransport, ResponseTooLarge, Upstream
 from swerve.testing import FakeProvider, Fault, Reply
 
@@ -934,3 +934,137 @@ async def test_async_sdk_errors_carry_no_echoed_key(
         assert "[REDACTED]" in texts[0]
         no_secret(*texts)
     await http.aclose()
+
+
+# --- swerve's own errors, as the client's stack raises them --------------------------------------
+def test_swerves_limits_and_breaker_reach_clients_as_their_own_errors(
+    fake: FakeProvider, make_failover: Any
+) -> None:
+    fake.set_fault("openrouter", Fault.hang())
+    fake.set_fault("backup", Fault.hang())
+    fo = make_failover(CONFIG.model_copy(update={"deadline_s": 0.3, "max_retries": 0}))
+    body = {"model": OR, "messages": MESSAGES}
+    url = "http://swerve.invalid/v1/chat/completions"
+    for module in (httpx, httpx2):
+        with module.Client(transport=FailoverTransport(upstreams(fake), failover=fo)) as c:
+            with pytest.raises(module.HTTPError) as info:  # what `except httpx.HTTPError` sees
+                c.post(url, json=body)
+            assert isinstance(info.value, module.ReadTimeout)
+    opened = FallbackConfig(
+        fallbacks={OR: BK, AN: AB}, max_retries=0, jitter=False, cooldown_s=0.0,
+        breaker={"min_calls": 1},
+    )  # fmt: skip
+    fake.set_fault("openrouter", Fault.status(503))
+    fake.set_fault("backup", Fault.status(503))
+    for module in (httpx, httpx2):
+        fo = make_failover(opened, health=MemoryHealth())
+        with module.Client(transport=FailoverTransport(upstreams(fake), failover=fo)) as c:
+            assert c.post(url, json=body).status_code == 503  # both breakers open on this
+            with pytest.raises(module.ConnectError, match="circuit breaker open") as caught:
+                c.post(url, json=body)
+            assert "no request was sent" in str(caught.value)
+            assert any("attempts:" in note for note in caught.value.__notes__)
+
+
+@pytest.mark.anyio
+async def test_the_sdks_catch_swerves_limits_and_breaker(
+    fake: FakeProvider, make_failover: Any
+) -> None:
+    fake.set_fault("openrouter", Fault.hang())
+    fake.set_fault("backup", Fault.hang())
+    fake.set_fault("anthropic", Fault.hang())
+    fake.set_fault("anthropic-backup", Fault.hang())
+    fo = make_failover(CONFIG.model_copy(update={"deadline_s": 0.3, "max_retries": 0}))
+    sync_oa = openai.OpenAI(
+        base_url="http://swerve.invalid/v1", api_key="unused", max_retries=0,
+        http_client=httpx2.Client(transport=FailoverTransport(upstreams(fake), failover=fo)),
+    )  # fmt: skip
+    async_oa = openai.AsyncOpenAI(
+        base_url="http://swerve.invalid/v1", api_key="unused", max_retries=0,
+        http_client=httpx2.AsyncClient(
+            transport=AsyncFailoverTransport(upstreams(fake), failover=fo)),
+    )  # fmt: skip
+    sync_an = anthropic.Anthropic(
+        base_url="http://swerve.invalid", api_key="unused", max_retries=0,
+        http_client=httpx2.Client(transport=FailoverTransport(upstreams(fake), failover=fo)),
+    )  # fmt: skip
+    with pytest.raises(openai.APITimeoutError):
+        sync_oa.chat.completions.create(model=OR, messages=MESSAGES)  # type: ignore[arg-type]
+    with pytest.raises(openai.APITimeoutError):
+        await async_oa.chat.completions.create(model=OR, messages=MESSAGES)  # type: ignore[arg-type]
+    with pytest.raises(anthropic.APITimeoutError):
+        sync_an.messages.create(model=AN, messages=MESSAGES, max_tokens=8)  # type: ignore[arg-type]
+    opened = FallbackConfig(
+        fallbacks={OR: BK, AN: AB}, max_retries=0, jitter=False, cooldown_s=0.0,
+        breaker={"min_calls": 1},
+    )  # fmt: skip
+    for provider in ("openrouter", "backup"):
+        fake.set_fault(provider, Fault.status(503))
+    fo = make_failover(opened, health=MemoryHealth())
+    transport = AsyncFailoverTransport(upstreams(fake), failover=fo)
+    client = openai.AsyncOpenAI(
+        base_url="http://swerve.invalid/v1", api_key="unused", max_retries=0,
+        http_client=httpx2.AsyncClient(transport=transport),
+    )  # fmt: skip
+    with pytest.raises(openai.APIStatusError):
+        await client.chat.completions.create(model=OR, messages=MESSAGES)  # type: ignore[arg-type]
+    with pytest.raises(openai.APIConnectionError):  # the breakers are open: nothing was sent
+        await client.chat.completions.create(model=OR, messages=MESSAGES)  # type: ignore[arg-type]
+    for c in (sync_oa, sync_an):
+        c.close()
+    await async_oa.close()
+    await client.close()
+
+
+def test_timeout_messages_never_show_a_negative_duration(
+    fake: FakeProvider, make_failover: Any
+) -> None:
+    fake.set_fault("openrouter", Fault.hang())
+    fake.set_fault("backup", Fault.hang())
+    fo = make_failover(CONFIG.model_copy(update={"deadline_s": 0.2, "max_retries": 0}))
+    with (
+        httpx.Client(transport=FailoverTransport(upstreams(fake), failover=fo)) as c,
+        pytest.raises(httpx.ReadTimeout) as info,
+    ):
+        c.post(
+            "http://swerve.invalid/v1/chat/completions",
+            json={"model": OR, "messages": MESSAGES, "stream": True},
+        )
+    assert "-" not in str(info.value).partition("(")[2], str(info.value)
+
+
+def test_a_deeply_nested_request_body_gets_a_400(client: Any, fake: FakeProvider) -> None:
+    deep = b'{"model": "' + OR.encode() + b'", "messages": ' + b"[" * 100_000 + b"]" * 100_000
+    deep += b"}"
+    r = client.post(
+        "http://swerve.invalid/v1/chat/completions",
+        content=deep,
+        headers={"content-type": "application/json"},
+    )
+    assert r.status_code == 400 and "nested too deeply" in r.json()["error"]["message"]
+    # Not swerve's (another endpoint, no pin): passed through untouched, for its server to judge.
+    r = client.post(f"{fake.url('openrouter')}/v1/other", content=deep)
+    assert r.status_code == 404
+    assert fake.requests("openrouter") == 0
+
+
+def test_an_upstream_answering_with_deep_nesting_is_a_failure_not_a_crash(
+    fake: FakeProvider, make_failover: Any
+) -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+
+    def nested(request: httpx.Request) -> httpx.Response:
+        if b'"stream": true' in request.content:
+            event = f'data: {{"choices": {deep}}}\n\n'.encode()
+            return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=event)
+        body = f'{{"error": {deep}}}'.encode()
+        return httpx.Response(200, headers={"content-type": "application/json"}, content=body)
+
+    ups = {
+        OR: Upstream("http://upstream.invalid/v1", transport=httpx.MockTransport(nested)),
+        BK: upstreams(fake)[BK],
+    }
+    fo = make_failover(CONFIG.model_copy(update={"max_retries": 0}))
+    with httpx.Client(transport=FailoverTransport(ups, failover=fo)) as c:
+        assert openai_json(c).json()["choices"][0]["message"]["content"] == "from backup"
+        assert openai_stream_text(c) == "from backup"

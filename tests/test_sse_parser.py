@@ -62,3 +62,60 @@ def test_an_event_over_the_limit_is_refused_however_it_arrives() -> None:
     with pytest.raises(ResponseTooLarge):
         for i in range(0, len(big), 100):
             parser.feed(big[i : i + 100])
+
+
+def events_of(wire: str, data: bytes, read: int = 0) -> list[tuple[str | None, bool, bool]]:
+    parser = _SSEParser(wire, 1 << 24)  # type: ignore[arg-type]
+    reads = [data[i : i + read] for i in range(0, len(data), read)] if read else [data]
+    events = [e for chunk in reads for e in parser.feed(chunk)] + parser.flush()
+    return [(e.part, e.finish, e.malformed) for e in events]
+
+
+@pytest.mark.parametrize("separator", ["\u2028", "\u2029", "\x85", "\x0b", "\x1c"])
+def test_only_cr_and_lf_end_a_line(separator: str) -> None:
+    # JSON writers that do not escape non-ASCII send these raw inside a string: still content
+    chunk = {"choices": [{"delta": {"content": f"a{separator}b"}}]}
+    data = f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n".encode()
+    assert events_of("openai", data) == [("text", False, False)]
+
+
+@pytest.mark.parametrize(
+    ("wire", "payload"),
+    [
+        ("openai", {"choices": 5}),
+        ("openai", {"choices": ["x"]}),
+        ("openai", {"choices": [{"delta": "x", "finish_reason": None}]}),
+        ("anthropic", {"type": "content_block_delta", "delta": [1]}),
+        ("anthropic", {"type": "message_delta", "delta": "x"}),
+        ("anthropic", {"type": "content_block_start", "content_block": "x"}),
+    ],
+)
+def test_a_chunk_of_an_unexpected_shape_is_passed_on_meaning_nothing(
+    wire: str, payload: object
+) -> None:
+    data = f"data: {json.dumps(payload)}\n\n".encode()
+    assert events_of(wire, data) == [(None, False, False)]
+
+
+def test_a_whole_event_over_the_limit_in_one_read_is_refused_too() -> None:
+    event = b"data: " + b"x" * 5000 + b"\n\n"
+    for reads in ([event], [event[i : i + 100] for i in range(0, len(event), 100)]):
+        parser = _SSEParser("openai", 4096)
+        with pytest.raises(ResponseTooLarge):
+            for chunk in reads:
+                parser.feed(chunk)
+
+
+def test_a_long_line_over_many_reads_arrives_whole() -> None:
+    # 2 MB in 1 KB reads: each read is scanned once (it was rescanned from the line's start)
+    text = "y" * (2 << 20)
+    data = f'data: {{"choices": [{{"delta": {{"content": "{text}"}}}}]}}\n\n'.encode()
+    parser = _SSEParser("openai", 4 << 20)
+    events = [e for i in range(0, len(data), 1024) for e in parser.feed(data[i : i + 1024])]
+    assert [(e.part, len(e.raw)) for e in events] == [("text", len(data))]
+
+
+@pytest.mark.parametrize("read", [0, 1, 2])
+def test_a_bom_opening_the_stream_is_skipped(read: int) -> None:
+    data = b"\xef\xbb\xbf" + stream("\n")
+    assert [(p, f) for p, f, _ in events_of("openai", data, read)] == EXPECTED

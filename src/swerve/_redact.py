@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
-__all__ = ["REDACTED", "redact"]
+__all__ = ["REDACTED", "redact", "scrub"]
 
 REDACTED = "[REDACTED]"
 
@@ -48,4 +49,17 @@ def redact(text: str, limit: int = 300) -> str:
     if len(text) > limit:
         # Redaction ran first, so the cut cannot expose the tail of a secret.
         text = text[: max(limit - 1, 0)].rstrip() + "…"
+    return text
+
+
+def scrub(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every exact occurrence of each of ``secrets`` replaced by ``[REDACTED]``.
+
+    The patterns of :func:`redact` know the usual key shapes only; a key of any other shape is
+    found here because it is known. Pass the longest secrets first, so that one containing
+    another goes whole.
+    """
+    for secret in secrets:
+        if secret and secret in text:
+            text = text.replace(secret, REDACTED)
     return text

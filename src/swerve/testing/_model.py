@@ -27,6 +27,11 @@ FaultKind = Literal[
     "malformed_after",
     "echo_headers",
     "slow",
+    "cut_after_bytes",
+    "bad_chunking",
+    "content_type",
+    "gzip",
+    "dribble",
 ]
 
 _STYLES: tuple[ErrorStyle, ...] = ("openrouter", "openai", "anthropic")
@@ -79,6 +84,8 @@ class Fault:
     first_token_s: float = 0.0
     per_chunk_s: float = 0.0
     in_stream: bool = False
+    content_type: str | None = None
+    size: int = 0
 
     @classmethod
     def ok(cls) -> Fault:
@@ -230,6 +237,51 @@ class Fault:
         A non-stream response is delayed by ``first_token_s`` as a whole.
         """
         return cls("slow", first_token_s=first_token_s, per_chunk_s=per_chunk_s)
+
+    @classmethod
+    def cut_after_bytes(cls, n: int) -> Fault:
+        """Send the response head and the first ``n`` bytes of the body, then close the
+        connection (FIN): a drop at any byte offset, inside an event or between two.
+
+        A stream's bytes go out as one HTTP chunk with no end of the chunked body; a whole body
+        promises its full ``Content-Length``. ``n`` at or past the body's length sends it all
+        (and a stream its chunked end).
+        """
+        if n < 0:
+            raise ValueError(f"cut_after_bytes needs n >= 0, got {n}")
+        return cls("cut_after_bytes", after=n)
+
+    @classmethod
+    def bad_chunking(cls, after: int = 0) -> Fault:
+        """Stream ``after`` content chunks, then a chunk whose size line is not hexadecimal,
+        then close: a chunked-encoding error. A non-stream request gets a body sent chunked
+        with the same broken size line."""
+        return cls("bad_chunking", after=after)
+
+    @classmethod
+    def wrong_content_type(cls, content_type: str = "text/html; charset=utf-8") -> Fault:
+        """The usual reply (JSON or SSE, as asked) labelled with ``content_type`` instead."""
+        return cls("content_type", content_type=content_type)
+
+    @classmethod
+    def gzip(cls, pad: int = 0) -> Fault:
+        """The usual reply with ``Content-Encoding: gzip``; ``pad`` > 0 makes it a bomb.
+
+        A whole body gets ``pad`` spaces of JSON whitespace after its object; a stream gets an
+        SSE comment line of ``pad`` spaces before its first event. Spaces compress about
+        1000:1, and the server compresses as it sends, so a large ``pad`` costs it little.
+        """
+        if pad < 0:
+            raise ValueError(f"gzip needs pad >= 0, got {pad}")
+        return cls("gzip", size=pad)
+
+    @classmethod
+    def dribble(cls, interval_s: float) -> Fault:
+        """The usual reply sent one byte every ``interval_s`` (a stream as one-byte chunks, a
+        whole body under its full ``Content-Length``). stop() interrupts it."""
+        if interval_s < 0:
+            raise ValueError(f"dribble needs interval_s >= 0, got {interval_s}")
+        return cls("dribble", per_chunk_s=interval_s)
 
 
 def _check_style(style: str) -> ErrorStyle:

@@ -9,6 +9,7 @@ import socketserver
 import struct
 import sys
 import threading
+import zlib
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -33,6 +34,8 @@ __all__ = ["FakeProvider"]
 _MAX_WAIT = 120.0  # no delay or hang outlives this, so no thread lingers for long
 _MODELS = ("fake-model", "fake-model-large")
 _ECHOED = ("authorization", "x-api-key", "api-key")  # what Fault.echo_headers repeats
+_PAD_PIECE = 64 * 1024  # Fault.gzip pads are compressed a piece at a time: never held whole
+_BAD_CHUNK = b"zz\r\nnot a chunk size\r\n"
 
 
 @dataclass
@@ -375,6 +378,8 @@ class _Handler(BaseHTTPRequestHandler):
         if fault.kind in ("malformed_before_content", "malformed_after"):
             return self._send(200, malformed_body(completion), "application/json")
         body = json.dumps(completion).encode()
+        if self._serve_body_fault(fault, body, "application/json"):
+            return
         if fault.kind == "drop_after":
             # Promise the whole body, deliver half, hang up: a truncated response.
             self._send_headers(200, "application/json", {"Content-Length": str(len(body))})
@@ -383,15 +388,97 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self._send(200, body, "application/json")
 
+    def _serve_body_fault(self, fault: Fault, body: bytes, content_type: str) -> bool:
+        """Serve a whole body under the faults that mangle its bytes; False when none does."""
+        if fault.kind == "cut_after_bytes" and fault.after < len(body):
+            self._send_headers(200, content_type, {"Content-Length": str(len(body))})
+            self.wfile.write(body[: fault.after])
+            self.close_connection = True
+        elif fault.kind == "bad_chunking":
+            self._send_headers(200, content_type, {"Transfer-Encoding": "chunked"})
+            self._chunk(body[: len(body) // 2])
+            self.wfile.write(_BAD_CHUNK)
+            self.close_connection = True
+        elif fault.kind == "content_type" and fault.content_type is not None:
+            self._send(200, body, fault.content_type)
+        elif fault.kind == "gzip":
+            zipper = zlib.compressobj(6, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+            parts = [zipper.compress(body), *self._padding(zipper, fault.size, b""), zipper.flush()]
+            packed = b"".join(parts)
+            headers = {"Content-Length": str(len(packed)), "Content-Encoding": "gzip"}
+            self._send_headers(200, content_type, headers)
+            self.wfile.write(packed)
+        elif fault.kind == "dribble":
+            self._send_headers(200, content_type, {"Content-Length": str(len(body))})
+            self._dribble(body, fault.per_chunk_s, chunked=False)
+        else:
+            return False
+        return True
+
+    def _padding(self, zipper: Any, size: int, prefix: bytes) -> Iterable[bytes]:
+        """``prefix`` and ``size`` spaces, compressed a piece at a time (output only)."""
+        if size <= 0:
+            return
+        out = zipper.compress(prefix)
+        if out:
+            yield out
+        left = size
+        while left > 0:
+            piece = min(left, _PAD_PIECE)
+            left -= piece
+            out = zipper.compress(b" " * piece)
+            if out:
+                yield out
+
+    def _dribble(self, data: bytes, interval: float, *, chunked: bool) -> None:
+        for index in range(len(data)):
+            if index and self._pause(interval):
+                return
+            byte = data[index : index + 1]
+            if chunked:
+                self._chunk(byte)
+            else:
+                self.wfile.write(byte)
+            self.wfile.flush()
+        if chunked:
+            self._chunk(b"")
+
+    def _stream_bytes_fault(self, fault: Fault, events: list[Event]) -> bool:
+        """Serve an SSE stream under the faults that mangle its bytes; False when none does."""
+        data = b"".join(raw for _, raw in events)
+        if fault.kind == "cut_after_bytes" and fault.after < len(data):
+            if fault.after:
+                self._chunk(data[: fault.after])
+            self.close_connection = True  # FIN without the chunked terminator
+        elif fault.kind == "dribble":
+            self._dribble(data, fault.per_chunk_s, chunked=True)
+        elif fault.kind == "gzip":
+            zipper = zlib.compressobj(6, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+            for out in self._padding(zipper, fault.size, b":"):
+                self._chunk(out)
+            ending = b"\n" if fault.size else b""  # ends the padding comment line
+            for _, raw in events:  # each event flushed, so the client sees it as sent
+                self._chunk(zipper.compress(ending + raw) + zipper.flush(zlib.Z_SYNC_FLUSH))
+                ending = b""
+            self._chunk(zipper.flush())
+            self._chunk(b"")
+        else:
+            return False
+        return True
+
     def _stream(
         self, wire: Wire, fault: Fault, events: list[Event], model: str, echo: _Echo | None
     ) -> None:
         """An SSE response under ``fault``, one HTTP chunk per event (clients see each as sent)."""
-        self._send_headers(
-            200,
-            "text/event-stream; charset=utf-8",
-            {"Cache-Control": "no-cache", "Transfer-Encoding": "chunked"},
-        )
+        headers = {"Cache-Control": "no-cache", "Transfer-Encoding": "chunked"}
+        if fault.kind == "gzip":
+            headers["Content-Encoding"] = "gzip"
+        content_type = "text/event-stream; charset=utf-8"
+        if fault.kind == "content_type" and fault.content_type is not None:
+            content_type = fault.content_type
+        self._send_headers(200, content_type, headers)
+        if self._stream_bytes_fault(fault, events):
+            return
         cut = _cut_index(fault, events)
         first = True
         for index, (kind, data) in enumerate(events):
@@ -401,6 +488,10 @@ class _Handler(BaseHTTPRequestHandler):
                     return
                 if fault.kind == "reset_after":
                     return self._reset()
+                if fault.kind == "bad_chunking":
+                    self.wfile.write(_BAD_CHUNK)
+                    self.close_connection = True
+                    return
                 if fault.kind in ("malformed_before_content", "malformed_after"):
                     self._chunk(wire.malformed_event)  # inserted: the stream goes on after it
                 elif echo is not None:
@@ -501,6 +592,7 @@ def _cut_index(fault: Fault, events: list[Event]) -> int | None:
         "reset_after",
         "malformed_after",
         "echo_headers",
+        "bad_chunking",
     ):
         return None
     seen = 0
