@@ -584,3 +584,108 @@ def test_pinned_call_neither_walks_nor_swaps(
         fo.call(P, lambda a: _wire.complete(client, fake, a), pin=True)
     assert fake.requests("primary") == 3 and fake.requests("fallback") == 0  # 1 + 1 retry, no swap
     assert str(fo.call(P, lambda a: _wire.complete(client, fake, a)).route) == F  # unpinned swaps
+
+
+# --- a decision that cannot be made, and hostile values in log lines --------------------------
+def _raising() -> float:
+    raise ArithmeticError("a policy that cannot compute")
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize(
+    ("config", "random"),
+    [
+        # A huge retry budget with a huge factor: the backoff must neither overflow nor sleep.
+        (seed_config(max_retries=400, backoff_factor=10, jitter=True), lambda: 1.0),
+        (seed_config(max_retries=2, jitter=True), lambda: float("inf")),  # a wait of inf
+        (seed_config(max_retries=2, jitter=True), _raising),  # the decision itself fails
+    ],
+    ids=["overflowing-backoff", "infinite-wait", "failing-decision"],
+)
+def test_the_upstream_error_surfaces_whatever_the_policy_computes(
+    make_failover: Any, fake: FakeProvider, clock: FakeClock, mode: str, config: FallbackConfig,
+    random: Any,
+) -> None:  # fmt: skip
+    fo = make_failover(config.model_copy(update={"fallbacks": {}}), random=random)
+    fake.set_fault("primary", Fault.status(503))
+
+    def sync_call() -> None:
+        with httpx.Client() as c:
+            fo.call(P, lambda a: _wire.complete(c, fake, a))
+
+    async def async_call() -> None:
+        async with httpx.AsyncClient() as ac:
+            await fo.acall(P, lambda a: _wire.acomplete(ac, fake, a))
+
+    with pytest.raises(httpx.HTTPStatusError) as caught:  # the provider's own error, unmasked
+        sync_call() if mode == "sync" else asyncio.run(async_call())
+    assert caught.value.response.status_code == 503
+    # Every wait the engine took was finite and within the call's bound.
+    assert all(0 <= s <= config.call_bound_s for s in clock.sleeps)
+
+
+@pytest.mark.anyio
+async def test_a_limit_already_past_reports_no_negative_duration(
+    make_failover: Any, clock: FakeClock
+) -> None:
+    fo = make_failover(seed_config(fallbacks={}, attempt_timeout_s=5))
+
+    async def slow_chunks(_: Any) -> Any:
+        for n in range(5):
+            await asyncio.sleep(0)
+            clock.advance(3)  # each chunk arrives 3 s after the last: the limit passes
+            yield {"n": n}
+
+    with pytest.raises(MidStreamError) as caught:
+        async for _ in fo.astream(P, slow_chunks):
+            pass
+    cause = caught.value.__cause__
+    assert isinstance(cause, AttemptTimeout) and cause.seconds >= 0
+    assert "-" not in str(cause), str(cause)
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    ["evil/model\nWARNING forged line", "evil/\x1b[31mred\x1b[0m", "evil/a\rb\u2028c"],
+)
+def test_no_route_name_forges_or_colours_a_log_line(
+    otel: Otel, caplog: pytest.LogCaptureFixture, hostile: str
+) -> None:
+    span = otel.telemetry.tracer.start_span("call")
+    with caplog.at_level(logging.WARNING, logger="swerve"):
+        otel.telemetry.swap(span, hostile, "b/c", "unavailable\n", 1)
+    span.end()
+    (record,) = caplog.records
+    line = record.getMessage()
+    assert line.isprintable(), repr(line)  # no newline, carriage return or escape survives
+    assert line.startswith("[model-fallback] switched model from evil/")
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_break_after_the_finish_reason_is_a_whole_answer(
+    make_failover: Any, health: MemoryHealth, mode: str
+) -> None:
+    # The answer said it finished; only [DONE] was lost: no swap, no cooldown, no error.
+    fo = make_failover(seed_config(max_retries=0))
+    words = {"choices": [{"delta": {"content": "all of it"}, "finish_reason": None}]}
+    stop = {"choices": [{"delta": {}, "finish_reason": "stop"}]}
+    calls: list[str] = []
+
+    def chunks(attempt: Any) -> Iterator[dict[str, Any]]:
+        calls.append(str(attempt.route))
+        yield words
+        yield stop
+        raise httpx.RemoteProtocolError("peer closed connection without [DONE]")
+
+    async def achunks(attempt: Any) -> Any:
+        for chunk in chunks(attempt):
+            yield chunk
+
+    if mode == "sync":
+        result = fo.collect(P, chunks, _wire.SPEC)
+    else:
+        result = asyncio.run(fo.acollect(P, achunks, _wire.SPEC))
+    assert _wire.text(result.value) == "all of it"
+    assert calls == [P] and str(result.route) == P
+    assert [a.failure for a in result.attempts] == [None]
+    assert not [h for h in health.snapshot(0.0) if h.degraded or h.degraded_until]

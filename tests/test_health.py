@@ -3,9 +3,20 @@
 from __future__ import annotations
 
 import threading
+import time
+from dataclasses import dataclass
+
+import pytest
 
 from swerve import BreakerConfig, MemoryHealth
-from swerve.health import Admission, BreakerState, CooldownRule, HealthStore, Outcome
+from swerve.health import (
+    STEP_TOLERANCE_S,
+    Admission,
+    BreakerState,
+    CooldownRule,
+    HealthStore,
+    Outcome,
+)
 
 R = "anthropic/claude-sonnet-5"
 CFG = BreakerConfig(
@@ -157,7 +168,7 @@ def test_half_open_lets_exactly_n_probes_through_under_concurrency() -> None:
 
     def worker() -> None:
         barrier.wait()
-        admission, _ = h.admit(R, 10.0, CFG)
+        admission = h.admit(R, 10.0, CFG).admission
         with lock:
             results.append(admission)
 
@@ -176,7 +187,7 @@ def test_half_open_lets_exactly_n_probes_through_under_concurrency() -> None:
 def test_probe_success_closes_failure_reopens_longer_and_bounded() -> None:
     h = MemoryHealth()
     _open(h)
-    admission, t = h.admit(R, 10.0, CFG)
+    admission, t, _ = h.admit(R, 10.0, CFG)
     assert admission is Admission.PROBE
     assert t is not None and (t.before, t.after) == (BreakerState.OPEN, BreakerState.HALF_OPEN)
     t = h.record(R, Outcome.FAILURE, 10.0, CFG, probe=True)
@@ -211,3 +222,161 @@ def test_snapshot_reports_cooling_and_breaker_state() -> None:
     assert snap[R].breaker is BreakerState.OPEN and snap[R].degraded
     later = {r.route: r for r in h.snapshot(60.0)}["a/x"]
     assert later.degraded_until is None and later.recovering and later.degraded
+
+
+# -- B2: a half-open probe counts only for the period that admitted it --------------------------
+def test_a_probe_from_an_earlier_half_open_period_keeps_its_slot_but_never_decides() -> None:
+    h = MemoryHealth()
+    _open(h)  # open until 10
+    first, second = h.admit(R, 10.0, CFG), h.admit(R, 10.0, CFG)
+    assert first.admission is second.admission is Admission.PROBE
+    # The first probe fails: open again, for twice as long (until 31). The second is still out.
+    t = h.record(R, Outcome.FAILURE, 11.0, CFG, probe=True, period=first.period)
+    assert t is not None and t.after is BreakerState.OPEN
+    # The next half-open period has one free slot: the stale probe still holds the other...
+    now_probes = [h.admit(R, 31.0, CFG) for _ in range(2)]
+    assert [a.admission for a in now_probes] == [Admission.PROBE, Admission.REJECTED]
+    assert now_probes[0].period != second.period
+    # ...and the stale probe ending frees its slot but does not decide (a success, here).
+    assert h.record(R, Outcome.SUCCESS, 32.0, CFG, probe=True, period=second.period) is None
+    assert {r.route: r.breaker for r in h.snapshot(32.0)}[R] is BreakerState.HALF_OPEN
+    assert h.admit(R, 32.0, CFG).admission is Admission.PROBE
+    assert h.admit(R, 32.0, CFG).admission is Admission.REJECTED  # two in flight: full
+    # The current period's probe decides.
+    t = h.record(R, Outcome.SUCCESS, 33.0, CFG, probe=True, period=now_probes[0].period)
+    assert t is not None and t.after is BreakerState.CLOSED
+
+
+def test_half_open_never_has_more_probes_in_flight_than_configured_across_periods() -> None:
+    h = MemoryHealth()
+    _open(h)
+    in_flight: list[int] = []  # periods of the probes running now
+    most = 0
+    now = 10.0
+    for step in range(200):  # every probe fails or ends late: periods keep turning over
+        admitted = h.admit(R, now, CFG)
+        if admitted.admission is Admission.PROBE:
+            in_flight.append(admitted.period)
+        current = [p for p in in_flight if p == admitted.period]
+        most = max(most, len(current))
+        if in_flight and step % 3 == 0:  # the oldest probe ends, failing
+            h.record(R, Outcome.FAILURE, now, CFG, probe=True, period=in_flight.pop(0))
+        now += 7.0
+    assert most <= CFG.half_open_probes
+
+
+# -- B13: cooldowns and breakers hold to their length whichever way the wall clock jumps --------
+@dataclass
+class SteppedClock:
+    """Monotonic time that only moves when the test says, and a wall clock that may also jump."""
+
+    mono: float = 1000.0
+    offset: float = 1_800_000_000.0
+
+    def wall(self) -> float:
+        return self.mono + self.offset
+
+    def monotonic(self) -> float:
+        return self.mono
+
+
+@pytest.mark.parametrize("jump", [-3600.0, 3600.0])
+def test_a_cooldown_lasts_what_it_was_granted_when_the_wall_clock_steps(jump: float) -> None:
+    clock = SteppedClock()
+    h = MemoryHealth(monotonic=clock.monotonic)
+    granted = h.cool_down(R, clock.wall(), CooldownRule(2, 60))
+    assert granted.seconds == 2
+    clock.mono += 0.5
+    clock.offset += jump  # an NTP step, an operator, a resumed VM
+    assert R in h.unavailable(clock.wall())  # not ended by a forward step
+    clock.mono += 1.6  # 2.1 s after the cooldown began: over, whatever the wall clock says
+    assert R not in h.unavailable(clock.wall()) and h.probe_due(R, clock.wall())
+    snap = {r.route: r for r in h.snapshot(clock.wall())}[R]
+    assert snap.recovering and snap.degraded_until is None
+    assert h.steps == 1
+
+
+@pytest.mark.parametrize("jump", [-3600.0, 3600.0])
+def test_an_open_breaker_lasts_its_open_time_when_the_wall_clock_steps(jump: float) -> None:
+    clock = SteppedClock()
+    h = MemoryHealth(monotonic=clock.monotonic)
+    _open(h, clock.wall())  # open for 10 s
+    clock.mono += 5
+    clock.offset += jump
+    assert h.admit(R, clock.wall(), CFG).admission is Admission.REJECTED
+    clock.mono += 5
+    probe = h.admit(R, clock.wall(), CFG)
+    assert probe.admission is Admission.PROBE
+    t = h.record(R, Outcome.FAILURE, clock.wall(), CFG, probe=True, period=probe.period)
+    # the times it reports are in the new wall time: absolute, as a shared store needs them
+    assert t is not None and t.open_until == pytest.approx(clock.wall() + 20)
+    until = {r.route: r for r in h.snapshot(clock.wall())}[R].breaker_until
+    assert until == t.open_until
+
+
+def test_without_a_monotonic_clock_a_backward_step_leaves_no_more_than_was_left() -> None:
+    h = MemoryHealth()
+    now = 1_800_000_000.0
+    h.cool_down(R, now, CooldownRule(2, 60))
+    now -= 3600  # the wall clock went back an hour
+    assert R in h.unavailable(now)
+    assert R not in h.unavailable(now + 2.0)  # 2 s later, not an hour later
+    # Scheduling noise (a thread that read the clock a moment earlier) is not a step.
+    h.cool_down("b/y", now + 10, CooldownRule(5, 60))
+    assert "b/y" in h.unavailable(now + 10 - STEP_TOLERANCE_S / 2)
+    assert h.steps == 1
+
+
+# -- B14: bounded whatever the number of distinct routes --------------------------------------
+def test_the_store_keeps_at_most_max_routes_and_keeps_the_unhealthy_ones() -> None:
+    h = MemoryHealth(max_routes=100)
+    for i in range(20):  # 20 routes that are down
+        h.cool_down(f"down/{i}", 0.0, CooldownRule(1000, 1000))
+        _open_route(h, f"down/{i}")
+    for i in range(10_000):  # then many healthy routes, each called once
+        h.record(f"ok/{i}", Outcome.SUCCESS, 1.0, CFG, probe=False)
+        assert h.admit(f"ok/{i}", 1.0, CFG).admission is Admission.ALLOWED
+    assert len(h) <= 100
+    snap = {r.route: r for r in h.snapshot(2.0)}
+    assert len(snap) <= 100
+    assert all(snap[f"down/{i}"].degraded for i in range(20))  # none of them forgotten
+    assert all(snap[f"down/{i}"].breaker is BreakerState.OPEN for i in range(20))
+
+
+def test_a_healthy_route_costs_no_entry_until_an_outcome_needs_one() -> None:
+    h = MemoryHealth()
+    for i in range(1000):
+        assert h.admit(f"p/{i}", 0.0, CFG).admission is Admission.ALLOWED
+        h.record(f"p/{i}", Outcome.NEUTRAL, 0.0, CFG, probe=False)
+    assert len(h) == 0 and h.snapshot(0.0) == []
+
+
+def test_a_snapshot_of_a_full_store_does_not_stall_calls() -> None:
+    h = MemoryHealth()
+    for i in range(10_000):
+        h.cool_down(f"p/{i}", 0.0, CooldownRule(100, 100))
+    stop = threading.Event()
+
+    def snapshots() -> None:
+        while not stop.is_set():
+            h.snapshot(1.0)
+
+    worst = 0.0
+    thread = threading.Thread(target=snapshots)
+    thread.start()
+    try:
+        for i in range(2000):
+            t0 = time.perf_counter()
+            h.cool_down(f"p/{i % 50}", 1.0, CooldownRule(100, 100))
+            worst = max(worst, time.perf_counter() - t0)
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+    # Copying 10k entries under the lock takes a few ms; building 10k RouteHealth (sorting,
+    # dataclasses) happens outside it. A generous bound: a call waits at most 100 ms.
+    assert worst < 0.1, worst
+
+
+def _open_route(h: MemoryHealth, route: str) -> None:
+    for _ in range(4):
+        h.record(route, Outcome.FAILURE, 0.0, CFG, probe=False)

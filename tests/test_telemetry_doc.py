@@ -56,7 +56,7 @@ ATTRIBUTE_CONSTANTS = {
     for k, v in vars(names).items()
     if k.isupper()
     and isinstance(v, str)
-    and not k.startswith(("METRIC_", "EVENT_", "SPAN_", "INSTRUMENTATION"))
+    and not k.startswith(("METRIC_", "EVENT_", "SPAN_", "INSTRUMENTATION", "OVERFLOW"))
 }
 
 
@@ -201,3 +201,10 @@ def test_every_documented_name_is_emitted_and_nothing_else(emitted: dict[str, An
         assert metrics[name][0] == unit, name
         listed = set(re.findall(r"`([^`]+)`", row[3]))
         assert metrics[name][1] <= listed, name
+
+
+def test_doc_states_the_cardinality_limits_the_code_applies() -> None:
+    text = " ".join(DOC.read_text().split())
+    assert f"first {names.ROUTE_LIMIT:,} distinct routes" in text
+    assert f"first {names.ERROR_TYPE_LIMIT:,} distinct values" in text
+    assert f"`{names.OVERFLOW}`" in text

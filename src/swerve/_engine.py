@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import random as _random
 import threading
@@ -47,7 +48,7 @@ from .failures import (
 )
 from .health import (
     Admission,
-    BreakerTransition,
+    Admitted,
     CooldownRule,
     HealthStore,
     MemoryHealth,
@@ -62,8 +63,6 @@ from .telemetry import (
     CALL_SWAPS,
     ERROR_TYPE,
     GEN_AI_RESPONSE_MODEL,
-    ROUTE,
-    ROUTE_REQUESTED,
     ROUTE_SERVED,
     STREAM,
     Telemetry,
@@ -91,6 +90,10 @@ _ABORTS = (GeneratorExit, KeyboardInterrupt, asyncio.CancelledError, SystemExit)
 # How long a recovery probe holds its route when attempts have no time limit of their own:
 # a probe that never answers must not keep every other call off the route for long.
 PROBE_LEASE_S = 60.0
+# Parsed routes kept for reuse. Routes are few in practice; a caller that sends a new name per
+# call (a model id from user input) must not grow this without bound, so past it the cache
+# starts over (the hot routes are back in it after one call each).
+ROUTE_CACHE_SIZE = 1024
 
 
 class Attempt:
@@ -190,10 +193,14 @@ class StreamSpec(Generic[C]):
     or empty delta, a keep-alive): the attempt commits at the first chunk with a part.
     ``is_finish`` recognises the chunk that ends a complete stream; when given, a stream that
     ends without one is a failure (a silent truncation is never a success).
+    ``keep_partial``: whether the chunks delivered so far are kept for
+    :attr:`MidStreamError.partial`. An adapter that hands each chunk on and never reads the
+    partial output back (the httpx transport) turns it off, so no stream is held in memory.
     """
 
     part: Callable[[C], PartKind | None] = _any_part
     is_finish: Callable[[C], bool] | None = None
+    keep_partial: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,7 +232,9 @@ class MidStreamError(Exception):
         )
 
 
-_DEFAULT_HEALTH = MemoryHealth()
+# The process-wide store runs on the real clocks, so it watches the monotonic clock for
+# wall-clock steps (a Failover with an injected clock should bring its own store).
+_DEFAULT_HEALTH = MemoryHealth(monotonic=time.monotonic)
 HEALTH_URL_VAR = "SWERVE_HEALTH_URL"
 HEALTH_PREFIX_VAR = "SWERVE_HEALTH_PREFIX"
 _SHARED: dict[str, HealthStore] = {}
@@ -304,7 +313,10 @@ class Failover:
             return value
         route = self._routes.get(value)
         if route is None:
-            route = self._routes[value] = Route.parse(value)
+            route = Route.parse(value)
+            if len(self._routes) >= ROUTE_CACHE_SIZE:
+                self._routes = {}  # a fresh dict: a reader on another thread keeps the old one
+            self._routes[value] = route
         return route
 
     def _active(self, pin: bool = False) -> FallbackConfig | None:
@@ -343,7 +355,7 @@ class Failover:
                 except BaseException as exc:
                     decision = run_sync(run.failed(exc), health)
                     if isinstance(decision, Retry):
-                        self._sleep(decision.delay)
+                        self._sleep(run.wait(decision.delay))
                         continue
                     if isinstance(decision, Swap):
                         continue
@@ -376,7 +388,7 @@ class Failover:
                 except BaseException as exc:
                     decision = await run_async(run.failed(exc), health)
                     if isinstance(decision, Retry):
-                        await self._async_sleep(decision.delay)
+                        await self._async_sleep(run.wait(decision.delay))
                         continue
                     if isinstance(decision, Swap):
                         continue
@@ -457,8 +469,11 @@ def _passthrough(requested: Route, value: T) -> Result[T]:
 async def _bounded(awaitable: Awaitable[T], limit: str | None, seconds: float | None) -> T:
     if seconds is None or limit is None:
         return await awaitable
+    # A limit already past (time spent before this wait) waits 0 s, and says so: a timeout
+    # message never shows a negative duration.
+    seconds = max(seconds, 0.0)
     try:
-        async with asyncio.timeout(max(seconds, 0.0)) as scope:
+        async with asyncio.timeout(seconds) as scope:
             return await awaitable
     except TimeoutError:
         if scope.expired():
@@ -495,6 +510,7 @@ class _Call:
         self.attempt_t0 = self.t0
         self.last_chunk = self.t0
         self.probe = False
+        self.period = 0  # the half-open period that admitted the attempt, when it is a probe
 
     def start(self) -> Steps[None]:
         """Choose the route the call starts on: the first healthy one of its chain walk."""
@@ -537,6 +553,14 @@ class _Call:
     def remaining(self) -> float:
         return self.deadline - self.fo._monotonic()
 
+    def wait(self, delay: float) -> float:
+        """The wait before the next attempt: the policy's, within ``[0, remaining()]``, so a
+        delay that is not finite (an overflowing backoff) can neither sleep forever nor fail
+        inside the sleep and mask the upstream error."""
+        if not math.isfinite(delay) or delay <= 0:
+            return 0.0
+        return min(delay, max(self.remaining(), 0.0))
+
     # -- attempts -----------------------------------------------------------------------------
     def begin(self) -> Attempt:
         number = len(self.records) + 1
@@ -572,10 +596,11 @@ class _Call:
         if self.remaining() <= 0:
             raise AttemptTimeout("deadline", self.config.call_bound_s)
         answer = yield Admit(str(self.current), self.fo._clock(), self.config.breaker, self.lease_s)
-        admission, transition = cast(tuple[Admission, BreakerTransition | None], answer)
+        admission, transition, period = cast(Admitted, answer)
         if transition is not None:
             self.telemetry.breaker(self.span, transition)
         self.probe = admission is Admission.PROBE
+        self.period = period
         if admission is Admission.REJECTED:
             raise CircuitOpenError(str(self.current))
 
@@ -598,22 +623,26 @@ class _Call:
                 duration,
             )
         )
-        attrs = {ROUTE: route, ATTEMPT_OUTCOME: outcome}
         if failure is not None:
-            attrs[ERROR_TYPE] = failure.error_type
             self.telemetry.fail_span(self.attempt_span, failure, outcome)
         else:
             self.attempt_span.set_attributes(
                 {ATTEMPT_OUTCOME: outcome, GEN_AI_RESPONSE_MODEL: self.current.model}
             )
         self.attempt_span.end()
-        self.telemetry.attempts.add(1, attrs)
-        self.telemetry.attempt_duration.record(duration, attrs)
+        self.telemetry.attempt_ended(
+            route, outcome, failure.error_type if failure is not None else None, duration
+        )
         return duration
 
     def _record_health(self, outcome: Outcome) -> None:
         transition = self.fo.health.record(
-            str(self.current), outcome, self.fo._clock(), self.config.breaker, probe=self.probe
+            str(self.current),
+            outcome,
+            self.fo._clock(),
+            self.config.breaker,
+            probe=self.probe,
+            period=self.period if self.probe else None,
         )
         self.probe = False
         if transition is not None:
@@ -621,9 +650,7 @@ class _Call:
 
     def committed(self) -> None:
         """The attempt's first content chunk arrived."""
-        self.telemetry.time_to_first_chunk.record(
-            self.fo._monotonic() - self.attempt_t0, {ROUTE: str(self.current)}
-        )
+        self.telemetry.first_chunk(str(self.current), self.fo._monotonic() - self.attempt_t0)
 
     def succeeded(self) -> None:
         self._record_health(Outcome.SUCCESS)
@@ -701,21 +728,27 @@ class _Call:
         probe = self.probing == source
         # A breaker that refused the attempt already keeps calls off the route.
         blame = qualifying and failure.kind is not FailureKind.BREAKER_OPEN
-        decision = yield from self._choose(
-            lambda degraded: policy.decide(
-                config,
-                failure,
-                requested=str(self.requested),
-                current=source,
-                retries=self.retries,
-                swaps=self.swaps,
-                degraded=degraded,
-                effects=bool(self.attempt.effects),
-                remaining_s=self.remaining(),
-                probe=probe,
-                rand=self.fo._random,
+        try:
+            decision = yield from self._choose(
+                lambda degraded: policy.decide(
+                    config,
+                    failure,
+                    requested=str(self.requested),
+                    current=source,
+                    retries=self.retries,
+                    swaps=self.swaps,
+                    degraded=degraded,
+                    effects=bool(self.attempt.effects),
+                    remaining_s=self.remaining(),
+                    probe=probe,
+                    rand=self.fo._random,
+                )
             )
-        )
+        except Exception as error:
+            # A decision that cannot be made (a config the policy cannot compute with) must
+            # not replace the upstream failure: that error surfaces, with a note saying why.
+            exc.add_note(f"swerve: no failover decision ({type(error).__name__}: {error})")
+            decision = GiveUp(GiveUpReason.NOT_QUALIFYING, qualifying=qualifying)
         if isinstance(decision, Retry):
             self.retries += 1
             self.telemetry.retry(self.span, source, self.attempt.number, decision.delay, failure)
@@ -764,11 +797,10 @@ class _Call:
         duration = self.fo._monotonic() - self.t0
         self._summarise({ROUTE_SERVED: str(served), GEN_AI_RESPONSE_MODEL: served.model})
         self.span.end()
-        attrs = {ROUTE_REQUESTED: str(self.requested), ROUTE_SERVED: str(served)}
-        self.telemetry.call_duration.record(duration, attrs)
+        added = None
         if len(self.records) > 1:  # a first-try success adds nothing; keep it off the hot path
-            serving = self.records[-1].duration_s
-            self.telemetry.added_latency.record(max(duration - serving, 0.0), attrs)
+            added = max(duration - self.records[-1].duration_s, 0.0)
+        self.telemetry.call_ended(str(self.requested), duration, served=str(served), added=added)
         return Result(value, served, self.requested, tuple(self.records))
 
     def finish_error(self, exc: BaseException) -> None:
@@ -781,9 +813,8 @@ class _Call:
         self._summarise({ERROR_TYPE: failure.error_type})
         self.span.set_status(Status(StatusCode.ERROR, failure.kind.value))
         self.span.end()
-        self.telemetry.call_duration.record(
-            self.fo._monotonic() - self.t0,
-            {ROUTE_REQUESTED: str(self.requested), ERROR_TYPE: failure.error_type},
+        self.telemetry.call_ended(
+            str(self.requested), self.fo._monotonic() - self.t0, error_type=failure.error_type
         )
         _annotate(exc, self.requested, self.records)
 
@@ -843,7 +874,8 @@ class _StreamState(Generic[C]):
     spec: StreamSpec[C]
     live: bool
     buffer: list[C] = field(default_factory=list)
-    delivered: list[C] = field(default_factory=list)
+    delivered: list[C] = field(default_factory=list)  # only with spec.keep_partial
+    delivered_parts: Counter[str] = field(default_factory=Counter)
     committed: bool = False
     finished: bool = False
 
@@ -853,16 +885,21 @@ class _StreamState(Generic[C]):
         if spec.is_finish is not None and spec.is_finish(chunk):
             self.finished = True
         if self.committed:
-            self.delivered.append(chunk)
-            return [chunk]
+            return self._deliver([chunk])
         self.buffer.append(chunk)
         if self.live and spec.part(chunk) is not None:
             self.committed = True
             run.committed()
             out, self.buffer = self.buffer, []
-            self.delivered.extend(out)
-            return out
+            return self._deliver(out)
         return []
+
+    def _deliver(self, chunks: list[C]) -> list[C]:
+        part = self.spec.part
+        self.delivered_parts.update(kind for c in chunks if (kind := part(c)) is not None)
+        if self.spec.keep_partial:
+            self.delivered.extend(chunks)
+        return chunks
 
     def end(self) -> list[C]:
         if self.spec.is_finish is not None and not self.finished:
@@ -871,8 +908,9 @@ class _StreamState(Generic[C]):
         return out
 
     def discarded(self, including_delivered: bool) -> Counter[str]:
-        chunks = self.buffer + self.delivered if including_delivered else self.buffer
-        return Counter(kind for c in chunks if (kind := self.spec.part(c)) is not None)
+        part = self.spec.part
+        counts: Counter[str] = Counter(kind for c in self.buffer if (kind := part(c)) is not None)
+        return counts + self.delivered_parts if including_delivered else counts
 
 
 class _StreamBase(Generic[C]):
@@ -946,6 +984,12 @@ class _StreamBase(Generic[C]):
 
     def _end(self) -> list[C | StreamReset]:
         return self._release(self._state.end())
+
+    def _whole(self, exc: BaseException) -> bool:
+        """Whether the answer was whole when ``exc`` broke the stream: its finish signal had
+        arrived (a finish reason, a stop reason), so all that was lost is a terminator such
+        as ``[DONE]`` or ``message_stop``. That is a success, not a failure of the route."""
+        return self._state.finished and not isinstance(exc, _ABORTS)
 
     def _failed(self, run: _Call, exc: BaseException) -> Steps[float]:
         """Decide after a failure: the wait before the next attempt, or raise to surface."""
@@ -1030,7 +1074,11 @@ class FailoverStream(_StreamBase[C], Iterator[C | StreamReset]):
                     yield from self._end()
                 except BaseException as exc:
                     _close(upstream)
-                    delay = run_sync(self._failed(run, exc), health)
+                    if self._whole(exc):
+                        yield from self._end()
+                        self._succeeded(run)
+                        return
+                    delay = run.wait(run_sync(self._failed(run, exc), health))
                     if delay:
                         self._fo._sleep(delay)
                     continue
@@ -1102,7 +1150,12 @@ class AsyncFailoverStream(_StreamBase[C], AsyncIterator[C | StreamReset]):
                         yield item
                 except BaseException as exc:
                     await _aclose(upstream)
-                    delay = await run_async(self._failed(run, exc), health)
+                    if self._whole(exc):
+                        for item in self._end():
+                            yield item
+                        self._succeeded(run)
+                        return
+                    delay = run.wait(await run_async(self._failed(run, exc), health))
                     if delay:
                         await self._fo._async_sleep(delay)
                     continue

@@ -22,13 +22,14 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Container
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from . import _redis_scripts as scripts
 from ._config import BreakerConfig
 from .health import (
     Admission,
+    Admitted,
     BreakerState,
     BreakerTransition,
     Cooldown,
@@ -86,11 +87,13 @@ class RedisHealth:
         self._clock = clock
         self.description = description
         """Where the store points, without credentials (for logs and ``swerve routes``)."""
-        self._local = MemoryHealth()
+        # The local view watches the monotonic clock for wall-clock steps, unless the wall
+        # clock is a test's own (whose steps are the test's business).
+        self._local = MemoryHealth(monotonic=time.monotonic if clock is time.time else None)
         self._me = uuid.uuid4().hex  # tells this process's own messages apart
         self._tokens: dict[str, str] = {}  # route -> the token of the probe this process holds
         # route -> (key, token) of each half-open breaker slot this process's probes hold
-        self._slots: dict[str, list[tuple[str, str]]] = {}
+        self._slots: dict[str, list[tuple[int, str, str]]] = {}  # (local period, key, token)
         self._scripts = {
             name: client.register_script(getattr(scripts, name))
             for name in scripts.__all__  # registered once; EVALSHA after the first call
@@ -231,18 +234,24 @@ class RedisHealth:
         return True
 
     def record(
-        self, route: str, outcome: Outcome, now: float, config: BreakerConfig, *, probe: bool
+        self,
+        route: str,
+        outcome: Outcome,
+        now: float,
+        config: BreakerConfig,
+        *,
+        probe: bool,
+        period: int | None = None,
     ) -> BreakerTransition | None:
-        transition = self._local.record(route, outcome, now, config, probe=probe)
+        transition = self._local.record(route, outcome, now, config, probe=probe, period=period)
         if not config.enabled:
             return transition
         if probe:
             with self._lock:
-                slots = self._slots.get(route)
-                slot = slots.pop(0) if slots else None
-            if slot is not None and outcome is Outcome.NEUTRAL:
-                # No verdict (cancelled, or a failure that says nothing about the route): the
-                # slot goes back so another process may probe now, not when the lease ends.
+                slot = _take_slot(self._slots, route, period)
+            if slot is not None:
+                # The probe ended (with a verdict or without): its slot goes back now, not
+                # when its lease ends, so another process may probe the next period at once.
                 self._send("half_open_release", route, slot)
         with self._wake:
             counts = self._counts.get(route)
@@ -307,16 +316,23 @@ class RedisHealth:
     async def aclaim_probe(self, route: str, now: float, lease_s: float) -> bool:
         if not self._local.probe_due(route, now):
             return False
-        return await asyncio.to_thread(self.claim_probe, route, now, lease_s)
+        claim = asyncio.ensure_future(asyncio.to_thread(self.claim_probe, route, now, lease_s))
+
+        def give_back(claimed: bool) -> None:
+            if claimed:
+                self.release_probe(route)
+
+        return await _given_back_if_cancelled(claim, give_back)
 
     def admit(
         self, route: str, now: float, config: BreakerConfig, *, lease_s: float | None = None
-    ) -> tuple[Admission, BreakerTransition | None]:
-        admission, transition = self._local.admit(route, now, config)
-        if admission is not Admission.PROBE or not self._up:
-            return admission, transition
-        period = self._local.breaker_open_until(route) or 0.0
-        (key,) = self._keys(route, f"half_open:{period!r}")
+    ) -> Admitted:
+        admitted = self._local.admit(route, now, config)
+        if admitted.admission is not Admission.PROBE or not self._up:
+            return admitted
+        # One set of slots per route, whatever the period: a probe of an earlier period keeps
+        # its slot until it ends, so the fleet never has more than half_open_probes in flight.
+        (key,) = self._keys(route, "half_open")
         token = uuid.uuid4().hex
         # The slot lasts as long as the probe may (so a slow probe is not doubled), and ends
         # by itself if the prober dies.
@@ -327,22 +343,37 @@ class RedisHealth:
             )
         except Exception as exc:
             self._lost(exc)
-            return admission, transition
+            return admitted
         if ok:
             with self._lock:
-                self._slots.setdefault(route, []).append((key, token))
-            return admission, transition
+                self._slots.setdefault(route, []).append((admitted.period, key, token))
+            return admitted
         # Another process holds this period's probes: give the local admission back.
-        self._local.record(route, Outcome.NEUTRAL, now, config, probe=True)
-        return Admission.REJECTED, transition
+        self._local.record(route, Outcome.NEUTRAL, now, config, probe=True, period=admitted.period)
+        return Admitted(Admission.REJECTED, admitted.transition, admitted.period)
 
     async def aadmit(
         self, route: str, now: float, config: BreakerConfig, *, lease_s: float | None = None
-    ) -> tuple[Admission, BreakerTransition | None]:
+    ) -> Admitted:
         breaker = self._local.breaker_open_until(route)
         if breaker is None or breaker > now or not self._up:  # closed or still open: local
             return self._local.admit(route, now, config)
-        return await asyncio.to_thread(self.admit, route, now, config, lease_s=lease_s)
+        admit = asyncio.ensure_future(
+            asyncio.to_thread(self.admit, route, now, config, lease_s=lease_s)
+        )
+
+        def give_back(admitted: Admitted) -> None:
+            if admitted.admission is Admission.PROBE:
+                self.record(
+                    route,
+                    Outcome.NEUTRAL,
+                    self._clock(),
+                    config,
+                    probe=True,
+                    period=admitted.period,
+                )
+
+        return await _given_back_if_cancelled(admit, give_back)
 
     # -- operators: the fleet's view, read from Redis ------------------------------------------
     def fleet_view(self) -> list[RouteHealth]:
@@ -566,6 +597,43 @@ class RedisHealth:
         if cooling is not None:
             cooling.lease_until = max(cooling.lease_until, lease_until)
             self._local.adopt(route, cooling, now)
+
+
+R = TypeVar("R")
+
+
+async def _given_back_if_cancelled(future: asyncio.Future[R], give_back: Callable[[R], None]) -> R:
+    """Await a store round trip running in a thread. If the caller is cancelled meanwhile, the
+    thread still finishes, and what it was granted (a probe, a half-open slot) would be held by
+    nobody until its lease ends: it is given back as soon as the answer comes."""
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+
+        def settle(done: asyncio.Future[R]) -> None:
+            if not done.cancelled() and done.exception() is None:
+                give_back(done.result())
+
+        future.add_done_callback(settle)
+        raise
+
+
+def _take_slot(
+    slots: dict[str, list[tuple[int, str, str]]], route: str, period: int | None
+) -> tuple[str, str] | None:
+    """The (key, token) of a slot this process holds for ``route``: the one of the probe's own
+    period when it names one (None if it has none), else the oldest. Emptied lists go, so the
+    table stays small."""
+    held = slots.get(route)
+    if not held:
+        return None
+    index = 0 if period is None else next((i for i, s in enumerate(held) if s[0] == period), -1)
+    if index < 0:
+        return None  # its period holds no slot of ours (the fleet was away when it began)
+    _, key, token = held.pop(index)
+    if not held:
+        del slots[route]
+    return key, token
 
 
 def safe_url(url: str) -> str:

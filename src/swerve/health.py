@@ -1,23 +1,29 @@
 """Route health: cooldowns and circuit breakers behind one small store protocol.
 
 Times are wall-clock epoch seconds so a shared store (Redis) means the same thing in every
-process. The breaker's rules live in :class:`Breaker`, a plain state machine, so every store
-applies the same ones; a store only has to keep its state atomic.
+process. A wall clock can be stepped (NTP, an operator, a VM resumed), so :class:`MemoryHealth`
+watches for steps and moves its own times with the clock: a cooldown granted for 10 s lasts
+10 s whichever way the clock jumps meanwhile. The breaker's rules live in :class:`Breaker`, a
+plain state machine, so every store applies the same ones; a store only has to keep its state
+atomic.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Container
+from collections.abc import Callable, Container
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 from ._config import BreakerConfig
 
 __all__ = [
+    "DEFAULT_MAX_ROUTES",
+    "STEP_TOLERANCE_S",
     "Admission",
+    "Admitted",
     "Breaker",
     "BreakerState",
     "BreakerTransition",
@@ -55,6 +61,17 @@ class BreakerTransition:
     before: BreakerState
     after: BreakerState
     open_until: float | None = None
+
+
+class Admitted(NamedTuple):
+    """A breaker's answer to an attempt. ``period`` names the half-open period a ``PROBE``
+    belongs to: hand it back to :meth:`HealthStore.record`, so a probe that outlives its period
+    (the breaker opened again meanwhile) neither frees a slot of the next period nor gives it
+    its verdict."""
+
+    admission: Admission
+    transition: BreakerTransition | None
+    period: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +135,13 @@ class Cooling:
     lease_until: float = 0.0  # a recovery probe holds the route until then
     reason: str = ""
 
+    def shift(self, delta: float) -> None:
+        """The wall clock stepped by ``delta``: move every time kept here with it."""
+        self.until += delta
+        self.forget_at += delta
+        if self.lease_until:
+            self.lease_until += delta
+
 
 _MAX_OUTCOMES = 1000
 
@@ -131,7 +155,12 @@ class Breaker:
     failures: int = 0  # failures in ``outcomes``, kept so a record is O(1), not O(window)
     open_until: float = 0.0
     opens: int = 0  # consecutive opens, for the growing open duration
-    probes: int = 0  # half-open probes in flight
+    probes: int = 0  # half-open probes in flight, of this period only
+    # Probes of earlier periods still in flight: they decide nothing, but they still hold
+    # their slots, so no more than half_open_probes are ever in flight on the route.
+    stale: int = 0
+    # Each opening starts a new period; a probe counts only for the period that admitted it.
+    period: int = 0
 
     def admit(self, now: float, config: BreakerConfig) -> tuple[Admission, BreakerState | None]:
         """Whether an attempt may start; returns the state it moved from, if it moved."""
@@ -143,18 +172,31 @@ class Breaker:
                 return Admission.REJECTED, None
             moved_from, self.state, self.probes = self.state, BreakerState.HALF_OPEN, 0
         if self.state is BreakerState.HALF_OPEN:
-            if self.probes >= config.half_open_probes:
+            if self.probes + self.stale >= config.half_open_probes:
                 return Admission.REJECTED, moved_from
             self.probes += 1
             return Admission.PROBE, moved_from
         return Admission.ALLOWED, None
 
     def record(
-        self, outcome: Outcome, now: float, config: BreakerConfig, probe: bool
+        self,
+        outcome: Outcome,
+        now: float,
+        config: BreakerConfig,
+        probe: bool,
+        period: int | None = None,
     ) -> BreakerState | None:
-        """Account for a finished attempt; returns the state it moved from, if it moved."""
-        if probe and self.probes > 0:
-            self.probes -= 1
+        """Account for a finished attempt; returns the state it moved from, if it moved.
+
+        ``period``: the period that admitted the probe (None: the current one). A probe of an
+        earlier period is ignored: its slot was already handed to the new period's probes.
+        """
+        if probe:
+            if period is not None and period != self.period:
+                self.stale = max(self.stale - 1, 0)  # its slot frees now; no verdict
+                return None
+            if self.probes > 0:
+                self.probes -= 1
         if outcome is Outcome.NEUTRAL or not config.enabled:
             return None
         before = self.state
@@ -187,14 +229,25 @@ class Breaker:
         self.open_until = now + min(config.max_open_s, config.open_s * 2**self.opens)
         self.opens += 1
         self.state = BreakerState.OPEN
+        self.period += 1
+        self.stale, self.probes = self.stale + self.probes, 0
         self.outcomes.clear()
         self.failures = 0
+
+    def shift(self, delta: float) -> None:
+        """The wall clock stepped by ``delta``: move every time kept here with it."""
+        if self.open_until:
+            self.open_until += delta
+        if self.outcomes:
+            self.outcomes = deque((t + delta, ok) for t, ok in self.outcomes)
 
     def force_open(self, until: float) -> None:
         """Open until ``until`` because the fleet says so (the next open doubles as usual)."""
         if self.state is BreakerState.CLOSED:
             self.opens += 1
-        self.state, self.open_until, self.probes = BreakerState.OPEN, until, 0
+        self.state, self.open_until = BreakerState.OPEN, until
+        self.stale, self.probes = self.stale + self.probes, 0
+        self.period += 1
         self.outcomes.clear()
         self.failures = 0
 
@@ -252,7 +305,7 @@ class HealthStore(Protocol):
 
     def admit(
         self, route: str, now: float, config: BreakerConfig, *, lease_s: float | None = None
-    ) -> tuple[Admission, BreakerTransition | None]:
+    ) -> Admitted:
         """Whether ``route``'s breaker lets an attempt start now (a half-open breaker admits
         ``config.half_open_probes`` at once). ``lease_s`` bounds how long an admitted probe may
         take: a shared store frees its slot after that even if its process died."""
@@ -260,13 +313,22 @@ class HealthStore(Protocol):
 
     async def aadmit(
         self, route: str, now: float, config: BreakerConfig, *, lease_s: float | None = None
-    ) -> tuple[Admission, BreakerTransition | None]:
+    ) -> Admitted:
         """:meth:`admit` for async callers."""
         ...
 
     def record(
-        self, route: str, outcome: Outcome, now: float, config: BreakerConfig, *, probe: bool
-    ) -> BreakerTransition | None: ...
+        self,
+        route: str,
+        outcome: Outcome,
+        now: float,
+        config: BreakerConfig,
+        *,
+        probe: bool,
+        period: int | None = None,
+    ) -> BreakerTransition | None:
+        """Account for a finished attempt; a probe passes the ``period`` its admission named."""
+        ...
 
     def snapshot(self, now: float) -> list[RouteHealth]:
         """Every route the store knows of, for gauges and ``swerve health``."""
@@ -287,16 +349,122 @@ class HealthStore(Protocol):
         ...
 
 
-class MemoryHealth:
-    """Thread-safe in-process health store: cooldowns and breakers for this process."""
+STEP_TOLERANCE_S = 1.0
+"""A wall-clock jump larger than this, against the monotonic clock, is a step (NTP, an
+operator, a resumed VM); anything smaller is scheduling noise between reading the clock and
+reaching the store, and slewing."""
+DEFAULT_MAX_ROUTES = 10_000
+"""Routes a :class:`MemoryHealth` keeps cooldowns, and breakers, for (each, separately)."""
 
-    def __init__(self) -> None:
+
+class MemoryHealth:
+    """Thread-safe in-process health store: cooldowns and breakers for this process.
+
+    Bounded: at most ``max_routes`` cooldowns and as many breakers. Past that, entries that say
+    nothing (a cooldown forgotten, a closed breaker whose window has emptied) go first, then
+    the closed breakers that were created first, then the oldest entries of any kind.
+
+    ``monotonic`` (a clock such as :func:`time.monotonic`) lets the store tell a wall-clock
+    step from time passing, both ways; without one it still sees backward steps (the wall time
+    it is given going back) and holds each entry to the time it had left.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_routes: int = DEFAULT_MAX_ROUTES,
+        monotonic: Callable[[], float] | None = None,
+    ) -> None:
+        if max_routes < 1:
+            raise ValueError(f"max_routes must be at least 1, not {max_routes}")
         self._lock = threading.Lock()
         self._cooling: dict[str, Cooling] = {}
         self._breakers: dict[str, Breaker] = {}
         self._notices: list[tuple[str, str]] = []
+        self._max = max_routes
+        self._monotonic = monotonic
+        self._seen: tuple[float, float] | None = None  # (wall, monotonic) last observed
+        self._window_s = 0.0  # the longest breaker window recorded with, for pruning
+        self.steps = 0
+        """Wall-clock steps seen and corrected for (for tests and diagnostics)."""
 
+    # -- the clock ------------------------------------------------------------------------------
+    def _step(self, seen: tuple[float, float], now: float, mono: float) -> float:
+        if self._monotonic is None:
+            return min(now - seen[0], 0.0)  # only a backward step is visible without it
+        return (now - seen[0]) - (mono - seen[1])
+
+    def _observe(self, now: float) -> None:
+        """Compare ``now`` with the last wall time seen; on a step, move every entry with the
+        clock so each keeps the time it had left. Lock-free unless the clock stepped: call it
+        before taking the lock."""
+        mono = self._monotonic() if self._monotonic is not None else 0.0
+        seen = self._seen
+        if seen is not None and abs(self._step(seen, now, mono)) > STEP_TOLERANCE_S:
+            with self._lock:
+                seen = self._seen  # another thread may have corrected for this step already
+                if seen is not None:
+                    step = self._step(seen, now, mono)
+                    if abs(step) > STEP_TOLERANCE_S:
+                        self._shift(step)
+                self._seen = (now, mono)
+            return
+        if seen is None or now >= seen[0] or self._monotonic is not None:
+            self._seen = (now, mono)
+
+    def _shift(self, delta: float) -> None:
+        self.steps += 1
+        for entry in self._cooling.values():
+            entry.shift(delta)
+        for breaker in self._breakers.values():
+            breaker.shift(delta)
+
+    # -- bounds ---------------------------------------------------------------------------------
+    def _make_room(self, now: float) -> None:
+        """Keep each table within ``max_routes``. Called on insertion; it prunes to 90% of the
+        bound, so its O(n) pass runs once per tenth of the bound of new routes."""
+        target = self._max - self._max // 10
+        if len(self._cooling) > self._max:
+            cooling = self._cooling
+            for route in [r for r, e in cooling.items() if now >= e.forget_at]:
+                del cooling[route]
+            excess = len(cooling) - target
+            if excess > 0:  # still full of live cooldowns: the first to end go first
+                for route in sorted(cooling, key=lambda r: cooling[r].forget_at)[:excess]:
+                    del cooling[route]
+        if len(self._breakers) > self._max:
+            breakers, horizon = self._breakers, now - self._window_s
+            for route in [r for r, b in breakers.items() if _says_nothing(b, horizon)]:
+                del breakers[route]
+            excess = len(breakers) - target
+            if excess > 0:
+                closed = [r for r, b in breakers.items() if b.state is BreakerState.CLOSED]
+                for route in closed[:excess]:
+                    del breakers[route]
+                excess -= min(excess, len(closed))
+            if excess > 0:
+                for route in list(breakers)[:excess]:
+                    del breakers[route]
+
+    def _breaker(self, route: str, now: float) -> Breaker:
+        breaker = self._breakers.get(route)
+        if breaker is None:
+            breaker = self._breakers[route] = Breaker()
+            if len(self._breakers) > self._max:
+                self._make_room(now)
+                self._breakers[route] = breaker  # never the one being recorded
+        return breaker
+
+    def _set_cooling(self, route: str, entry: Cooling, now: float) -> None:
+        fresh = route not in self._cooling
+        self._cooling[route] = entry
+        if fresh and len(self._cooling) > self._max:
+            self._make_room(now)
+            self._cooling[route] = entry
+
+    # -- cooldowns ------------------------------------------------------------------------------
     def cool_down(self, route: str, now: float, rule: CooldownRule, reason: str = "") -> Cooldown:
+        self._observe(now)
         with self._lock:
             entry = self._live(route, now)
             if entry is None:
@@ -306,10 +474,11 @@ class MemoryHealth:
                 streak = entry.streak + 1 if now >= entry.until else entry.streak
                 until = entry.until
             until = max(until, now + rule.seconds(streak))  # never shortens
-            self._cooling[route] = Cooling(until, streak, until + rule.max_s, reason=reason)
+            self._set_cooling(route, Cooling(until, streak, until + rule.max_s, reason=reason), now)
             return Cooldown(route, until, until - now, streak)
 
     def unavailable(self, now: float) -> Container[str]:
+        self._observe(now)
         return _Unavailable(self, now)
 
     def _live(self, route: str, now: float) -> Cooling | None:
@@ -320,8 +489,12 @@ class MemoryHealth:
         return entry
 
     def _is_unavailable(self, route: str, now: float) -> bool:
-        entry = self._live(route, now)
-        if entry is not None and (now < entry.until or now < entry.lease_until):
+        entry = self._cooling.get(route)
+        if (
+            entry is not None
+            and now < entry.forget_at
+            and (now < entry.until or now < entry.lease_until)
+        ):
             return True
         breaker = self._breakers.get(route)
         return breaker is not None and breaker.state_at(now) is BreakerState.OPEN
@@ -329,10 +502,17 @@ class MemoryHealth:
     def probe_due(self, route: str, now: float) -> bool:
         if route not in self._cooling:  # the hot path: one dict lookup for a healthy route
             return False
-        entry = self._live(route, now)
-        return entry is not None and now >= entry.until and now >= entry.lease_until
+        self._observe(now)
+        entry = self._cooling.get(route)
+        return (
+            entry is not None
+            and now < entry.forget_at
+            and now >= entry.until
+            and now >= entry.lease_until
+        )
 
     def claim_probe(self, route: str, now: float, lease_s: float) -> bool:
+        self._observe(now)
         with self._lock:
             entry = self._live(route, now)
             if entry is None or now < entry.until or now < entry.lease_until:
@@ -352,6 +532,7 @@ class MemoryHealth:
     def recovered(self, route: str, now: float) -> bool:
         if route not in self._cooling:  # the hot path: no lock for a healthy route
             return False
+        self._observe(now)
         with self._lock:
             entry = self._live(route, now)
             if entry is None or now < entry.until:
@@ -359,61 +540,88 @@ class MemoryHealth:
             del self._cooling[route]
             return True
 
+    # -- breakers -------------------------------------------------------------------------------
     def admit(
         self, route: str, now: float, config: BreakerConfig, *, lease_s: float | None = None
-    ) -> tuple[Admission, BreakerTransition | None]:
+    ) -> Admitted:
         # lease_s is for shared stores: in one process every probe's end reaches record()
+        if not config.enabled or route not in self._breakers:
+            # No breaker: closed with an empty window. None is made until an outcome needs one.
+            return Admitted(Admission.ALLOWED, None)
+        self._observe(now)
         with self._lock:
             breaker = self._breakers.get(route)
             if breaker is None:
-                if not config.enabled:
-                    return Admission.ALLOWED, None
-                breaker = self._breakers[route] = Breaker()
+                return Admitted(Admission.ALLOWED, None)
             admission, moved_from = breaker.admit(now, config)
-            return admission, _transition(route, moved_from, breaker)
+            return Admitted(admission, _transition(route, moved_from, breaker), breaker.period)
 
     async def aadmit(
         self, route: str, now: float, config: BreakerConfig, *, lease_s: float | None = None
-    ) -> tuple[Admission, BreakerTransition | None]:
+    ) -> Admitted:
         return self.admit(route, now, config)
 
     def record(
-        self, route: str, outcome: Outcome, now: float, config: BreakerConfig, *, probe: bool
+        self,
+        route: str,
+        outcome: Outcome,
+        now: float,
+        config: BreakerConfig,
+        *,
+        probe: bool,
+        period: int | None = None,
     ) -> BreakerTransition | None:
+        if not config.enabled:
+            return None
+        self._observe(now)
         with self._lock:
-            breaker = self._breakers.get(route)
-            if breaker is None:
-                if not config.enabled:
-                    return None
-                breaker = self._breakers[route] = Breaker()
-            moved_from = breaker.record(outcome, now, config, probe)
+            if outcome is Outcome.NEUTRAL:
+                breaker = self._breakers.get(route)
+                if breaker is None:
+                    return None  # nothing to count and no slot to give back
+            else:
+                self._window_s = max(self._window_s, config.window_s)
+                breaker = self._breaker(route, now)
+            moved_from = breaker.record(outcome, now, config, probe, period)
             return _transition(route, moved_from, breaker)
 
+    # -- views ----------------------------------------------------------------------------------
     def snapshot(self, now: float) -> list[RouteHealth]:
+        # A view, not a decision: it does not watch the clock (gauges read it on a clock of
+        # their own). Copy under the lock, build outside it: a large table never stalls calls.
         with self._lock:
-            routes = sorted(self._cooling.keys() | self._breakers.keys())
-            out = []
-            for route in routes:
-                entry = self._live(route, now)
-                if entry is None and route not in self._breakers:
-                    continue
-                breaker = self._breakers.get(route)
-                state = breaker.state_at(now) if breaker is not None else BreakerState.CLOSED
-                out.append(
-                    RouteHealth(
-                        route,
-                        entry.until if entry is not None and entry.until > now else None,
-                        state,
-                        recovering=entry is not None and entry.until <= now,
-                        reason=entry.reason if entry is not None else "",
-                        breaker_until=(
-                            breaker.open_until
-                            if breaker is not None and state is BreakerState.OPEN
-                            else None
-                        ),
-                    )
+            cooling = [(r, e.until, e.forget_at, e.reason) for r, e in self._cooling.items()]
+            breakers = {r: (b.state_at(now), b.open_until) for r, b in self._breakers.items()}
+        out = []
+        for route, until, forget_at, reason in cooling:
+            if now >= forget_at:
+                continue
+            state, open_until = breakers.pop(route, (BreakerState.CLOSED, 0.0))
+            out.append(
+                RouteHealth(
+                    route,
+                    until if until > now else None,
+                    state,
+                    recovering=until <= now,
+                    reason=reason,
+                    breaker_until=open_until if state is BreakerState.OPEN else None,
                 )
-            return out
+            )
+        for route, (state, open_until) in breakers.items():
+            out.append(
+                RouteHealth(
+                    route,
+                    None,
+                    state,
+                    breaker_until=open_until if state is BreakerState.OPEN else None,
+                )
+            )
+        out.sort(key=lambda h: h.route)
+        return out
+
+    def __len__(self) -> int:
+        """Routes with an entry (a cooldown, a breaker, or both), expired ones included."""
+        return len(self._cooling.keys() | self._breakers.keys())
 
     def clear(self, route: str | None = None) -> None:
         with self._lock:
@@ -424,13 +632,16 @@ class MemoryHealth:
             self._cooling.pop(route, None)
             self._breakers.pop(route, None)
             self._notices.append((route, "cleared"))
+            del self._notices[: -self._max]  # nobody calls: keep the newest only
 
     def drain(self, route: str, until: float, now: float) -> None:
+        self._observe(now)
         with self._lock:
             entry = self._live(route, now)
             streak = entry.streak if entry is not None else 0
-            self._cooling[route] = Cooling(until, streak, until, reason="drained")
+            self._set_cooling(route, Cooling(until, streak, until, reason="drained"), now)
             self._notices.append((route, "drained"))
+            del self._notices[: -self._max]
 
     def take_notices(self) -> list[tuple[str, str]]:
         if not self._notices:  # the hot path: nothing happened
@@ -442,6 +653,7 @@ class MemoryHealth:
     # -- the fleet's view, from a shared store (RedisHealth keeps this store as its local view)
     def cooling(self, route: str, now: float) -> Cooling | None:
         """A copy of ``route``'s cooldown entry, or None when it has none."""
+        self._observe(now)
         with self._lock:
             entry = self._live(route, now)
             return None if entry is None else replace(entry)
@@ -449,6 +661,7 @@ class MemoryHealth:
     def adopt(self, route: str, shared: Cooling, now: float) -> None:
         """Take another process's view of ``route``'s cooldown: a cooldown is never shortened
         and a probe held elsewhere keeps calls here off the route until its lease ends."""
+        self._observe(now)
         with self._lock:
             entry = self._live(route, now)
             if entry is None or shared.streak > entry.streak or shared.until > entry.until:
@@ -457,7 +670,7 @@ class MemoryHealth:
                     merged.until = max(entry.until, shared.until)
                     merged.forget_at = max(entry.forget_at, shared.forget_at)
                     merged.lease_until = max(entry.lease_until, shared.lease_until)
-                self._cooling[route] = merged
+                self._set_cooling(route, merged, now)
             else:
                 entry.lease_until = max(entry.lease_until, shared.lease_until)
 
@@ -468,14 +681,18 @@ class MemoryHealth:
 
     def adopt_breaker(self, route: str, open_until: float | None, now: float) -> None:
         """Another process opened ``route``'s breaker until ``open_until`` (or closed it: None)."""
+        self._observe(now)
         with self._lock:
             breaker = self._breakers.get(route)
             if open_until is None:
                 if breaker is not None and breaker.state is not BreakerState.CLOSED:
-                    self._breakers[route] = Breaker()
+                    # A new breaker, but in a later period: probes of the old one stay stale.
+                    self._breakers[route] = Breaker(
+                        period=breaker.period + 1, stale=breaker.stale + breaker.probes
+                    )
                 return
             if breaker is None:
-                breaker = self._breakers[route] = Breaker()
+                breaker = self._breaker(route, now)
             if breaker.state is not BreakerState.OPEN or breaker.open_until < open_until:
                 breaker.force_open(open_until)
 
@@ -485,6 +702,14 @@ class MemoryHealth:
         if breaker is None or breaker.state is BreakerState.CLOSED:
             return None
         return breaker.open_until
+
+
+def _says_nothing(breaker: Breaker, horizon: float) -> bool:
+    """A closed breaker whose window holds nothing newer than ``horizon``: forgetting it loses
+    nothing (a new one starts from the same empty window)."""
+    if breaker.state is not BreakerState.CLOSED:
+        return False
+    return not breaker.outcomes or breaker.outcomes[-1][0] <= horizon
 
 
 class _Unavailable:

@@ -11,7 +11,7 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Final
 
 from opentelemetry import metrics, trace
@@ -133,6 +133,49 @@ BREAKER_STATE_VALUES: Final = {"closed": 0, "half_open": 1, "open": 2}
 
 Attributes = Mapping[str, AttributeValue]
 
+# --- cardinality ---------------------------------------------------------------------------
+# Every metric series is kept in memory until the process ends, and every one costs at each
+# collection, so metric attributes whose values come from outside (route names, error types a
+# provider sent) are bounded: the first values seen keep their names, later new ones are
+# reported together under OVERFLOW. Spans and events, which are not aggregated, keep the real
+# value.
+ROUTE_LIMIT: Final = 1000
+"""Distinct route names a Telemetry reports in metric attributes."""
+ERROR_TYPE_LIMIT: Final = 100
+"""Distinct ``error.type`` values a Telemetry reports in metric attributes."""
+OVERFLOW: Final = "_OTHER"
+"""The value reported for a route or error type past its limit (OTel's ``error.type`` fallback)."""
+_ROUTE_KEYS: Final = frozenset({ROUTE, ROUTE_REQUESTED, ROUTE_SERVED, ROUTE_FROM, ROUTE_TO})
+
+
+class _Bounded:
+    """The first ``limit`` distinct values pass as they are; every later new one is OVERFLOW."""
+
+    __slots__ = ("_limit", "_lock", "_seen")
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._seen: set[str] = set()
+        self._lock = threading.Lock()
+
+    def __call__(self, value: str) -> str:
+        if value in self._seen:  # the hot path: a value already known
+            return value
+        with self._lock:
+            if len(self._seen) < self._limit:
+                self._seen.add(value)
+                return value
+        return OVERFLOW
+
+
+def _loggable(value: object) -> str:
+    """``value`` for one log line: control characters (newlines, ANSI escapes) escaped, so a
+    route name or a reason cannot forge or recolour lines of an operator's log."""
+    text = str(value)
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
 
 class Telemetry:
     """Emits swerve's spans, events, metrics and logs through the given (or global) providers.
@@ -155,9 +198,11 @@ class Telemetry:
         self.record_messages = record_messages
         self._health: weakref.WeakSet[HealthStore] = weakref.WeakSet()
         self._clock = time.time
+        self._routes = _Bounded(ROUTE_LIMIT)
+        self._errors = _Bounded(ERROR_TYPE_LIMIT)
 
         def counter(name: str, unit: str, description: str) -> _Counts:
-            counts = _Counts()
+            counts = _Counts(self.bounded)
             meter.create_observable_counter(name, [counts.observe], unit, description)
             return counts
 
@@ -225,17 +270,28 @@ class Telemetry:
         """Report ``health``'s routes in the degraded and breaker-state gauges."""
         self._health.add(health)
 
-    def _snapshots(self) -> Iterable[tuple[str, bool, str]]:
+    def _snapshots(self) -> dict[str, tuple[int, int]]:
+        """Route -> (degraded, breaker state value), bounded like every route attribute: the
+        routes past the limit are one OVERFLOW route, degraded if any of them is, its breaker
+        in the worst state any of them is in."""
         now = self._clock()
+        out: dict[str, tuple[int, int]] = {}
         for store in list(self._health):
-            for route in store.snapshot(now):
-                yield route.route, route.degraded, route.breaker.value
+            for health in store.snapshot(now):
+                route = self._routes(health.route)
+                degraded, state = int(health.degraded), BREAKER_STATE_VALUES[health.breaker.value]
+                seen = out.get(route)
+                if seen is not None:
+                    degraded, state = max(degraded, seen[0]), max(state, seen[1])
+                out[route] = (degraded, state)
+        return out
 
     def _observe_degraded(self, _: CallbackOptions) -> Iterable[Observation]:
         # Degraded means what calls act on: walked past because it is cooling down, awaiting a
         # successful probe, or has its breaker open. It drops to 0 only when a probe succeeds.
         return [
-            Observation(int(degraded), {ROUTE: route}) for route, degraded, _ in self._snapshots()
+            Observation(degraded, {ROUTE: route})
+            for route, (degraded, _) in self._snapshots().items()
         ]
 
     def _observe_store(self, _: CallbackOptions) -> Iterable[Observation]:
@@ -255,20 +311,67 @@ class Telemetry:
         span.add_event(EVENT_STORE, attrs)
         span.end()
         if up:
-            _log.info("swerve: sharing route health through %s", description)
+            _log.info("swerve: sharing route health through %s", _loggable(description))
         else:
             _log.warning(
                 "swerve: route health is not shared (%s unreachable: %s); each process "
                 "decides alone until it returns",
-                description,
-                reason or "not connected",
+                _loggable(description),
+                _loggable(reason or "not connected"),
             )
 
     def _observe_breaker(self, _: CallbackOptions) -> Iterable[Observation]:
         return [
-            Observation(BREAKER_STATE_VALUES[state], {ROUTE: route})
-            for route, _, state in self._snapshots()
+            Observation(state, {ROUTE: route}) for route, (_, state) in self._snapshots().items()
         ]
+
+    # -- metric attributes ---------------------------------------------------------------------
+    def bounded(self, attributes: Attributes) -> dict[str, AttributeValue]:
+        """``attributes`` for a metric: route names and error types past their limits become
+        OVERFLOW (see ROUTE_LIMIT, ERROR_TYPE_LIMIT)."""
+        out = dict(attributes)
+        for key, value in out.items():
+            if key in _ROUTE_KEYS:
+                out[key] = self._routes(str(value))
+            elif key == ERROR_TYPE:
+                out[key] = self._errors(str(value))
+        return out
+
+    def attempt_ended(
+        self, route: str, outcome: str, error_type: str | None, duration: float
+    ) -> None:
+        """One attempt ended: the attempts counter and the attempt duration histogram."""
+        attrs: dict[str, AttributeValue] = {ROUTE: route, ATTEMPT_OUTCOME: outcome}
+        if error_type is not None:
+            attrs[ERROR_TYPE] = error_type
+        attrs = self.bounded(attrs)
+        self.attempts.add_bounded(1, attrs)
+        self.attempt_duration.record(duration, attrs)
+
+    def call_ended(
+        self,
+        requested: str,
+        duration: float,
+        *,
+        served: str | None = None,
+        error_type: str | None = None,
+        added: float | None = None,
+    ) -> None:
+        """A call ended, served (``served``) or failed (``error_type``): its duration and, when
+        failover happened, the latency it added."""
+        attrs: dict[str, AttributeValue] = {ROUTE_REQUESTED: requested}
+        if served is not None:
+            attrs[ROUTE_SERVED] = served
+        if error_type is not None:
+            attrs[ERROR_TYPE] = error_type
+        attrs = self.bounded(attrs)
+        self.call_duration.record(duration, attrs)
+        if added is not None:
+            self.added_latency.record(added, attrs)
+
+    def first_chunk(self, route: str, seconds: float) -> None:
+        """A stream attempt's first content chunk came ``seconds`` after the attempt began."""
+        self.time_to_first_chunk.record(seconds, {ROUTE: self._routes(route)})
 
     # -- spans ----------------------------------------------------------------------------------
     def start_call(self, operation: str, requested: str, provider: str, model: str) -> Span:
@@ -350,9 +453,9 @@ class Telemetry:
         context = span.get_span_context()
         _log.warning(
             "[model-fallback] switched model from %s to %s (%s)",
-            source,
-            target,
-            reason,
+            _loggable(source),
+            _loggable(target),
+            _loggable(reason),
             extra={
                 "swerve_route_from": source,
                 "swerve_route_to": target,
@@ -430,16 +533,25 @@ class _Counts:
     cheaper), so counting stays off the call path like exporting does.
     """
 
-    __slots__ = ("_lock", "_values")
+    __slots__ = ("_bound", "_lock", "_values")
 
-    def __init__(self) -> None:
+    def __init__(self, bound: Callable[[Attributes], Attributes] = dict) -> None:
+        self._bound = bound
         self._lock = threading.Lock()
         self._values: dict[tuple[tuple[str, AttributeValue], ...], int] = {}
 
     def add(self, amount: int, attributes: Attributes) -> None:
+        """Count ``amount`` under ``attributes``, bounded (route names, error types)."""
+        self.add_bounded(amount, self._bound(attributes))
+
+    def add_bounded(self, amount: int, attributes: Attributes) -> None:
+        """:meth:`add` for attributes that are bounded already."""
         key = tuple(attributes.items())
         with self._lock:
             self._values[key] = self._values.get(key, 0) + amount
+
+    def __len__(self) -> int:
+        return len(self._values)
 
     def observe(self, _: CallbackOptions) -> Iterable[Observation]:
         with self._lock:

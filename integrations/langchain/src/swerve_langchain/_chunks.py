@@ -130,6 +130,11 @@ def checked(
         with classifiable():
             for chunk in chunks:
                 yield finish.see(chunk)
+    except Exception:
+        if not finish.finished:
+            raise
+        # The finish reason had arrived: the answer is whole, and all the break cost is the
+        # stream's terminator ([DONE], message_stop). Not a failure of the route.
     finally:
         close = getattr(chunks, "close", None)
         if close is not None:
@@ -146,6 +151,11 @@ async def achecked(
         with classifiable():
             async for chunk in chunks:
                 yield finish.see(chunk)
+    except Exception:
+        if not finish.finished:
+            raise
+        # The finish reason had arrived: the answer is whole, and all the break cost is the
+        # stream's terminator ([DONE], message_stop). Not a failure of the route.
     finally:
         aclose = getattr(chunks, "aclose", None)
         if aclose is not None:
