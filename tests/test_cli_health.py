@@ -110,3 +110,25 @@ def test_bad_upstreams_are_named(
     assert main(["health", str(path)]) == 2
     err = capsys.readouterr().err
     assert message in err and "sk-literal" not in err
+
+
+def test_markup_in_an_error_or_a_route_name_is_printed_as_text(
+    tmp_path: Path, fake: FakeProvider, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    # an upstream's error text and a route name are data: rich markup in them is shown as is
+    monkeypatch.setenv("TEST_OPENROUTER_KEY", KEY)
+    monkeypatch.setenv("COLUMNS", "300")
+    message = "upstream [/red] broke [bold]here[/bold]"
+    fake.set_fault("openrouter", Fault.status(503, body={"error": {"message": message}}))
+    path = write(tmp_path, fake)
+    data = json.loads(path.read_text())
+    data["upstreams"]["anthropic/[red]claude[/]"] = data["upstreams"].pop(
+        "anthropic/claude-sonnet-5"
+    )
+    data["fallbacks"] = {}
+    path.write_text(json.dumps(data))
+    assert main(["health", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "anthropic/[red]claude[/]" in out
+    assert "[/red] broke [bold]here[/bold]" in out

@@ -163,3 +163,121 @@ def test_env_config_bad_at_start_is_loud(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setenv(VAR, '{"fallbacks": {"a": "b/c"}}')
     with pytest.raises(ConfigError, match="key 'a'"):
         EnvConfig(VAR)
+
+
+# --- config abuse (issue 9, B10) ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['{"fallbacks": ' + "[" * 100_000 + "]" * 100_000 + "}", "[" * 100_000, "{" * 100_000],
+)
+def test_deeply_nested_json_is_a_config_error_naming_the_source(
+    text: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(ConfigError, match=r"^\$VAR: not valid JSON"):
+        FallbackConfig.from_json(text, source="$VAR")
+    monkeypatch.setenv(VAR, text)
+    with pytest.raises(ConfigError, match=rf"^\${VAR}: "):
+        FallbackConfig.from_env(VAR)
+
+
+def test_an_integer_of_thousands_of_digits_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match=r"^cfg: not valid JSON \(.*digits"):
+        FallbackConfig.from_json('{"max_retries": ' + "9" * 5000 + "}", source="cfg")
+
+
+@pytest.mark.parametrize("field", ["max_retries", "max_swaps"])
+def test_budgets_are_bounded(field: str) -> None:
+    # 10**400 retries once overflowed the float arithmetic of the call's time bound.
+    with pytest.raises(ConfigError, match=rf"^cfg: {field}: .*less than or equal to 10000"):
+        FallbackConfig.from_json(f'{{"{field}": 1{"0" * 400}}}', source="cfg")
+    assert FallbackConfig.model_validate({field: 10_000}).call_bound_s < float("inf")
+
+
+@pytest.mark.parametrize("literal", ["Infinity", "NaN", "1e400"])
+@pytest.mark.parametrize(
+    ("field", "where"),
+    [
+        ("backoff_factor", "backoff_factor"),  # once accepted Infinity: backoff slept forever
+        ("cooldownSeconds", "cooldownSeconds"),  # the key as the document wrote it
+        ('breaker": {"failure_rate', "breaker.failure_rate"),
+    ],
+)
+def test_infinity_and_nan_are_refused_naming_the_field(
+    field: str, where: str, literal: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = f'{{"{field}": {literal}}}' + ("}" if "breaker" in field else "")
+    monkeypatch.setenv(VAR, text)
+    with pytest.raises(ConfigError, match=rf"^\${VAR}: {where}: "):
+        FallbackConfig.from_env(VAR)
+
+
+def test_a_wait_longer_than_a_week_is_refused() -> None:
+    # time.sleep(1e300) raises OverflowError: a wait that long is a hang by configuration.
+    with pytest.raises(ConfigError, match=r"^config: backoff_max_s: .*less than or equal"):
+        FallbackConfig.from_mapping({"backoff_max_s": 1e300})
+    assert FallbackConfig(backoff_max_s=7 * 24 * 3600).backoff_max_s == 604800
+
+
+def test_a_chain_naming_a_route_twice_is_refused() -> None:
+    # [b, b, c] never reached c: the walk stops at a route it has seen.
+    with pytest.raises(ConfigError) as info:
+        FallbackConfig.from_mapping({"fallbacks": {"a/m": ["b/m", "b/m", "c/m"]}})
+    assert str(info.value) == "config: fallbacks: fallbacks['a/m'] names 'b/m' twice"
+
+
+@pytest.mark.parametrize(
+    "route", ["a/m\nINFO forged line", "a/\x1b[31mred", "a/m\r", "a\u2028/m", "a/\x00m"]
+)
+def test_route_names_with_control_characters_are_refused(route: str) -> None:
+    from swerve._routes import Route
+
+    with pytest.raises(ValueError, match="control") as parsed:
+        Route.parse(route)
+    assert str(parsed.value) == f"route {route!r} contains a control or non-printable character"
+    for data in ({"fallbacks": {route: "b/m"}}, {"fallbacks": {"b/m": [route]}}):
+        with pytest.raises(ConfigError, match="contains a control or non-printable character"):
+            FallbackConfig.from_mapping(data)
+
+
+def test_error_messages_escape_keys_and_stay_bounded() -> None:
+    with pytest.raises(ConfigError) as info:
+        FallbackConfig.from_mapping({"\x1b[31mred\nINFO forged": 1})
+    assert str(info.value) == r"config: '\x1b[31mred\nINFO forged': unknown key"
+    with pytest.raises(ConfigError) as many:
+        FallbackConfig.from_mapping({f"k{i}": i for i in range(1000)})
+    assert str(many.value).endswith("; and 995 more") and len(str(many.value)) < 200
+
+
+def test_a_bad_reload_logs_one_escaped_line(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv(VAR, '{"max_swaps": 1}')
+    env = EnvConfig(VAR)
+    monkeypatch.setenv(VAR, '{"fallbacks": {"a/m": "b/m\\n[model-fallback] forged"}}')
+    with caplog.at_level(logging.ERROR, logger="swerve"):
+        assert env.current() is not None and env.current().max_swaps == 1  # type: ignore[union-attr]
+    (record,) = caplog.records
+    assert "\n" not in record.getMessage() and "forged" in record.getMessage()
+
+
+def test_cli_file_errors(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from swerve._cli_file import load, read
+
+    path = Path(str(tmp_path)) / "swerve.json"
+    path.write_bytes(b'{"max_swaps": 1, "x": "\xff"}')
+    with pytest.raises(ConfigError, match=r"swerve.json: not UTF-8 text \(byte 23\)"):
+        read(path)
+    path.write_text("[" * 100_000)
+    with pytest.raises(ConfigError, match=r"swerve.json: not valid JSON \(nested too deeply\)"):
+        read(path)
+    with pytest.raises(ConfigError, match=r"f: upstreams\['a/m'\]: Upstream.base_url must be"):
+        load({"upstreams": {"a/m": {"base_url": "ftp://x"}}}, "f")
+    bad_header = {"base_url": "https://x.test", "headers": {"x-a": "v\r\nX-Evil: 1"}}
+    with pytest.raises(ConfigError, match=r"headers\['x-a'\] contains a control character"):
+        load({"upstreams": {"a/m": bad_header}}, "f")
+    with pytest.raises(ConfigError, match=r"f: upstreams\['a/m\\n'\]: route .* contains a control"):
+        load({"upstreams": {"a/m\n": {"base_url": "https://x.test"}}}, "f")

@@ -18,6 +18,8 @@ from hypothesis import strategies as st
 
 from swerve._redact import redact
 from swerve.failures import (
+    KNOWN_ERROR_TYPES,
+    RETRY_AFTER_MAX_S,
     AttemptTimeout,
     CircuitOpenError,
     Failure,
@@ -947,3 +949,68 @@ def test_an_error_body_kept_as_json_text_is_read() -> None:
 
     failure = classify(SDKError("bad request"))
     assert failure.kind is FailureKind.CONTEXT_OVERFLOW and failure.status == 400
+
+
+# --- bounded outputs (issue 9: B6, B7, fuzzing) -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        ({"retry-after": "99999999999"}, RETRY_AFTER_MAX_S),  # B6: a week at most
+        ({"retry-after-ms": "99999999999999"}, RETRY_AFTER_MAX_S),
+        ({"retry-after": "Fri, 31 Dec 9999 23:59:59 GMT"}, RETRY_AFTER_MAX_S),
+        ({"retry-after": "\u0663"}, None),  # float() reads Arabic-Indic 3; HTTP does not
+        ({"retry-after": "\uff15"}, None),  # fullwidth 5
+        ({"retry-after": "1e3"}, None),
+        ({"retry-after": "-Infinity"}, None),
+        ({"retry-after": 7}, 7.0),
+        ({"retry-after": float("inf")}, RETRY_AFTER_MAX_S),
+        ({"retry-after": float("nan")}, None),
+    ],
+)
+def test_parse_retry_after_is_bounded_and_ascii(
+    headers: dict[str, object], expected: float | None
+) -> None:
+    assert parse_retry_after(headers, now=NOW) == expected  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"error": {"code": "sk-live-0123456789abcdef0123", "message": "bad key"}},
+        {"error": {"type": "my_custom_error_12345", "message": "x"}},
+        {"type": "error", "error": {"type": "Bearer abcdefghijklmnop", "message": "x"}},
+    ],
+)
+def test_error_type_is_never_free_provider_text(payload: dict[str, object]) -> None:
+    # B7: error.type is a span and metric attribute: an echoed key showed up in it, and 100k
+    # distinct codes made 100k metric series.
+    failure = classify(InStreamError(payload))
+    assert failure.error_type == failure.kind.value == "unknown"
+
+
+def test_error_type_keeps_known_provider_words_and_real_statuses() -> None:
+    upper = classify({"error": {"type": "OVERLOADED_ERROR", "message": "x"}})
+    assert (upper.kind, upper.error_type) == (K.OVERLOADED, "overloaded_error")
+    assert "overloaded_error" in KNOWN_ERROR_TYPES
+
+    class Odd(Exception):
+        status_code = 1000  # not an HTTP status: no "1000" series
+
+    assert classify(Odd("x")).error_type == "unknown"
+
+
+def test_provider_code_is_redacted_and_short() -> None:
+    failure = classify({"error": {"code": "key=sk-live-0123456789abcdef " + "x" * 100}})
+    assert failure.code is not None and "sk-live" not in failure.code
+    assert len(failure.code) <= 64
+
+
+def test_a_body_nested_past_the_decoders_limit_keeps_its_status() -> None:
+    class SDKError(Exception):  # the openrouter SDK keeps the body as text
+        status_code = 503
+        body = "[" * 100_000
+
+    failure = classify(SDKError("upstream"))
+    assert (failure.kind, failure.status, failure.error_type) == (K.UNAVAILABLE, 503, "503")

@@ -857,3 +857,50 @@ def test_fix_invariants(
             assert at(out, path)["cache_control"] is not None
     # A marker goes missing only by being absorbed or having nowhere to go.
     assert count_markers(body) - count_markers(out) <= len(report.moved_to)
+
+
+# --- found by fuzzing (tests/reliability/test_fuzz_payloads.py) ----------------------------------
+
+
+def test_a_block_whose_type_is_not_a_string_is_left_alone() -> None:
+    # {"type": []} once raised TypeError (unhashable) out of the fix.
+    body = {
+        "model": "claude-x",
+        "system": [{"type": [], "cache_control": {"type": "ephemeral"}}],
+        "messages": [{"role": "user", "content": [{"type": {}}, {"type": "text", "text": " "}]}],
+    }
+    out, report = fix_empty_text_cache(body, "anthropic")
+    assert report is not None and report.paths == ("messages[0].content[1]",)
+    assert out["system"] == body["system"] and out["messages"][0]["content"] == [{"type": {}}]
+
+
+def test_tool_results_nested_deeper_than_the_api_reads_are_not_walked() -> None:
+    # The API reads a tool result's own blocks and no deeper; the fix once recursed through
+    # any depth a client sent, towards a RecursionError.
+    inner: Any = [{"type": "text", "text": " "}]
+    for _ in range(3000):
+        inner = [{"type": "tool_result", "tool_use_id": "t", "content": inner}]
+    body = {"model": "claude-x", "messages": [{"role": "user", "content": inner}]}
+    out, report = fix_empty_text_cache(body, "anthropic")
+    assert (out, report) == (body, None)
+    one_level = {
+        "model": "claude-x",
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "t", "content": [TEXT_BLANK_MARKED]}
+                ],
+            }
+        ],
+    }
+    fixed, one = fix_empty_text_cache(one_level, "anthropic")
+    assert one is not None and one.paths == ("messages[0].content[0].content[0]",)
+    assert fixed["messages"][0]["content"][0] == {
+        "type": "tool_result",
+        "tool_use_id": "t",
+        "cache_control": {"type": "ephemeral"},
+    }
+
+
+TEXT_BLANK_MARKED = {"type": "text", "text": "", "cache_control": {"type": "ephemeral"}}

@@ -182,7 +182,11 @@ failures = st.sampled_from(
 )
 route_maps = st.dictionaries(
     st.sampled_from(ROUTES),
-    st.one_of(st.sampled_from(ROUTES), st.lists(st.sampled_from(ROUTES), min_size=1, max_size=4)),
+    st.one_of(
+        st.sampled_from(ROUTES),
+        # A chain naming a route twice is refused by the config (see test_config).
+        st.lists(st.sampled_from(ROUTES), min_size=1, max_size=4, unique=True),
+    ),
     max_size=5,
 ).map(lambda m: {k: v for k, v in m.items() if v != k and (isinstance(v, str) or k not in v)})
 configs = st.builds(
@@ -254,3 +258,47 @@ def test_every_call_terminates_within_its_budgets(
     assert swaps <= config.max_swaps
     assert all(r <= config.max_retries for r in per_route_retries)
     assert waited <= wait_bound(config) + 1e-9
+
+
+# --- backoff at the edges (issue 9, B10) -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("initial", "factor", "cap"),
+    [(2.0, 10.0, 30.0), (5e-324, 1e300, 604800.0), (1.0, 1.0000001, 30.0), (0.0, 10.0, 30.0)],
+)
+def test_backoff_is_finite_and_capped_for_any_retry_count(
+    initial: float, factor: float, cap: float
+) -> None:
+    # max_retries=400 with backoff_factor=10 once ended in an OverflowError (10.0 ** 400) that
+    # replaced the upstream's own error.
+    from swerve.policy import backoff
+
+    config = FallbackConfig(
+        max_retries=400,
+        backoff_initial_s=initial,
+        backoff_factor=factor,
+        backoff_max_s=cap,
+        jitter=False,
+    )
+    waits = [backoff(config, n, lambda: 1.0) for n in (0, 1, 399, 400, 10**6, 10**18)]
+    assert all(0 <= w <= cap for w in waits)
+    assert waits[0] == min(initial, cap)
+    expected_late = cap if initial > 0 else 0.0
+    assert waits[-1] == expected_late
+
+
+def test_backoff_keeps_exact_small_values() -> None:
+    from swerve.policy import backoff
+
+    config = FallbackConfig(backoff_initial_s=2, backoff_factor=2, backoff_max_s=30, jitter=False)
+    assert [backoff(config, n, lambda: 1.0) for n in range(6)] == [2, 4, 8, 16, 30, 30]
+
+
+def test_decide_after_399_retries_with_factor_10_waits_the_cap() -> None:
+    config = FallbackConfig(
+        fallbacks={A: B}, max_retries=400, backoff_factor=10, backoff_max_s=30, jitter=False
+    )
+    failure = Failure(FailureKind.SERVER_ERROR, status=503)
+    decision = decide(config, failure, requested=A, current=A, retries=399, swaps=0)
+    assert decision == Retry(30.0)

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ._config import ConfigError, FallbackConfig
+from ._config import ConfigError, FallbackConfig, _loc_part
 from ._routes import Route
 from .httpx import Upstream
 
@@ -77,11 +77,18 @@ class CliFile:
 
 def read(path: Path) -> CliFile:
     """Read and check a config file; OSError if it cannot be read, ConfigError if it is wrong."""
-    text = path.read_text()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: not valid JSON (nested too deeply)") from None
+    except ValueError as exc:  # an integer of more digits than Python converts
+        raise ConfigError(f"{path}: not valid JSON ({exc})") from None
     return load(data, str(path))
 
 
@@ -110,7 +117,14 @@ def _upstream(route: object, spec: object, where: str) -> UpstreamSpec:
         )
     try:
         Route.parse(route)  # type: ignore[arg-type]
-        return UpstreamSpec.model_validate(spec)
+        parsed = UpstreamSpec.model_validate(spec)
+        for name, value in parsed.headers.items():
+            # A CR or LF in a header would split it into forged headers on the wire.
+            if not (name.isprintable() and value.isprintable()):
+                raise ValueError(f"headers[{name!r}] contains a control character")
+        # What the transport will check when it is built, checked now, with the file's name.
+        Upstream(parsed.base_url, parsed.wire, None, parsed.model, parsed.headers)
+        return parsed
     except ValidationError as exc:
         raise ConfigError(f"{where}{_first(exc)}") from None
     except ValueError as exc:
@@ -141,5 +155,5 @@ def _health(spec: object, where: str) -> HealthSpec:
 def _first(exc: ValidationError) -> str:
     """The first error as ``.field: message`` (``: message`` when it is about the whole)."""
     first = exc.errors(include_url=False)[0]
-    field = ".".join(str(p) for p in first["loc"])
+    field = ".".join(_loc_part(p) for p in first["loc"])
     return f"{'.' + field if field else ''}: {first['msg']}"

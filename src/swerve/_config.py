@@ -68,10 +68,21 @@ FallbackMap = dict[str, str | list[str]]
 
 _log = logging.getLogger("swerve")
 
-NonNegInt = Annotated[int, Field(ge=0, strict=True)]
-# Finite: an infinite wait or limit is a hang by configuration.
-PosFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
-NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+# Counts are bounded: budgets beyond these are a typo, and an unbounded integer overflows the
+# float arithmetic of the call's time bound (10**400 retries is valid JSON).
+MAX_COUNT = 10_000
+MAX_MIN_CALLS = 1_000_000
+NonNegInt = Annotated[int, Field(ge=0, le=MAX_COUNT, strict=True)]
+# Finite and at most a week: an infinite wait or limit is a hang by configuration, and so is
+# 1e300 s (time.sleep refuses it with an OverflowError that would mask the upstream's error).
+# Every float field is finite (JSON's Infinity / NaN literals and 1e400 are refused with the
+# field's name).
+MAX_SECONDS = 7 * 24 * 3600.0
+PosFloat = Annotated[float, Field(gt=0, le=MAX_SECONDS, allow_inf_nan=False)]
+NonNegFloat = Annotated[float, Field(ge=0, le=MAX_SECONDS, allow_inf_nan=False)]
+# How many field errors one ConfigError lists; a document with thousands of bad keys would
+# otherwise make a message (and a log line) of unbounded length.
+_MAX_ERRORS = 5
 
 
 class ConfigError(ValueError):
@@ -86,15 +97,15 @@ class BreakerConfig(BaseModel):
     enabled: bool = True
     window_s: PosFloat = 60.0
     """Sliding window over which the failure rate is measured."""
-    min_calls: Annotated[int, Field(ge=1, strict=True)] = 10
+    min_calls: Annotated[int, Field(ge=1, le=MAX_MIN_CALLS, strict=True)] = 10
     """Attempts needed in the window before the breaker may open."""
-    failure_rate: Annotated[float, Field(gt=0, le=1)] = 0.5
+    failure_rate: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] = 0.5
     """Open when failures / attempts in the window reach this."""
     open_s: PosFloat = 30.0
     """How long the breaker stays open the first time."""
     max_open_s: PosFloat = 300.0
     """Bound on the open duration, which doubles on each failed half-open probe."""
-    half_open_probes: Annotated[int, Field(ge=1, strict=True)] = 1
+    half_open_probes: Annotated[int, Field(ge=1, le=MAX_COUNT, strict=True)] = 1
     """Probe calls let through at once while half-open."""
 
     @model_validator(mode="after")
@@ -152,7 +163,7 @@ class FallbackConfig(BaseModel):
     """The longest cooldown, Retry-After included (default: 30 s, or ``cooldown_s`` if
     longer). Equal to ``cooldown_s``, every cooldown has the same length."""
     backoff_initial_s: NonNegFloat = 2.0
-    backoff_factor: Annotated[float, Field(ge=1)] = 2.0
+    backoff_factor: Annotated[float, Field(ge=1, allow_inf_nan=False)] = 2.0
     backoff_max_s: NonNegFloat = 30.0
     jitter: bool = True
     """Full jitter: each wait is uniform in [0, backoff]."""
@@ -226,7 +237,10 @@ class FallbackConfig(BaseModel):
     def _statuses(cls, value: frozenset[int]) -> frozenset[int]:
         bad = sorted(s for s in value if not 100 <= s <= 599)
         if bad:
-            raise ValueError(f"not HTTP statuses: {bad}")
+            # A few, and none of unbounded length: JSON allows integers of thousands of digits.
+            shown = [str(s) if -(10**9) < s < 10**9 else "(a huge number)" for s in bad[:5]]
+            more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
+            raise ValueError(f"not HTTP statuses: {', '.join(shown)}{more}")
         return value
 
     @property
@@ -243,6 +257,10 @@ class FallbackConfig(BaseModel):
             raise ConfigError(
                 f"{source}: not valid JSON ({exc.msg} at line {exc.lineno})"
             ) from None
+        except RecursionError:
+            raise ConfigError(f"{source}: not valid JSON (nested too deeply)") from None
+        except ValueError as exc:  # an integer of more digits than Python converts
+            raise ConfigError(f"{source}: not valid JSON ({exc})") from None
         return cls.from_mapping(data, source=source)
 
     @classmethod
@@ -253,6 +271,8 @@ class FallbackConfig(BaseModel):
             return cls.model_validate(data)
         except ValidationError as exc:
             raise ConfigError(f"{source}: {_describe(exc)}") from None
+        except RecursionError:  # a self-referencing mapping handed in from Python
+            raise ConfigError(f"{source}: nested too deeply (or refers to itself)") from None
 
     @classmethod
     def from_env(cls, var: str = DEFAULT_ENV_VAR) -> FallbackConfig | None:
@@ -269,10 +289,16 @@ def _check_map(value: FallbackMap, name: str) -> FallbackMap:
         targets = [target] if isinstance(target, str) else target
         if not targets:
             raise ValueError(f"{name}[{key!r}] is an empty chain")
+        seen: set[str] = set()
         for item in targets:
             _check_route(item, f"{name}[{key!r}] value {item!r}")
             if item == key:
                 raise ValueError(f"{name}[{key!r}] names the route itself")
+            # The walk visits each route once, so a repeat would end the chain there and
+            # every route after it would never be reached.
+            if item in seen:
+                raise ValueError(f"{name}[{key!r}] names {item!r} twice")
+            seen.add(item)
     return value
 
 
@@ -280,17 +306,29 @@ def _check_route(value: object, where: str) -> None:
     try:
         Route.parse(value)  # type: ignore[arg-type]
     except ValueError:
+        if isinstance(value, str) and not value.isprintable():
+            raise ValueError(f"{where} contains a control or non-printable character") from None
         raise ValueError(f"{where} is not a 'provider/model' route") from None
+
+
+def _loc_part(part: object) -> str:
+    # Keys come from the document: one holding a newline or an ANSI escape would reach the
+    # log line that reports the error. Such keys are shown as repr(), escaped.
+    text = str(part)
+    return text if text.isprintable() else repr(text)
 
 
 def _describe(exc: ValidationError) -> str:
     parts = []
-    for err in exc.errors(include_url=False):
-        loc = ".".join(str(p) for p in err["loc"])
+    errors = exc.errors(include_url=False)
+    for err in errors[:_MAX_ERRORS]:
+        loc = ".".join(_loc_part(p) for p in err["loc"])
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             msg = "unknown key"
         parts.append(f"{loc or '(root)'}: {msg}")
+    if len(errors) > _MAX_ERRORS:
+        parts.append(f"and {len(errors) - _MAX_ERRORS} more")
     return "; ".join(parts)
 
 

@@ -25,11 +25,20 @@ class Route:
 
     @classmethod
     def parse(cls, value: str | Route) -> Route:
-        """Parse ``provider/model``; raise :class:`ValueError` naming the value otherwise."""
+        """Parse ``provider/model``; raise :class:`ValueError` naming the value otherwise.
+
+        Control and other non-printable characters (newlines, ANSI escapes, lone surrogates)
+        are refused, so a route name is always safe to print.
+        """
         if isinstance(value, Route):
             return value
         if not isinstance(value, str):
             raise ValueError(f"route must be a 'provider/model' string, got {type(value).__name__}")
+        if not value.isprintable():
+            # A route name reaches log lines, span attributes and metric labels: a newline or
+            # an ANSI escape in it could forge a log line or repaint a terminal. repr() shows
+            # the offending character escaped.
+            raise ValueError(f"route {value!r} contains a control or non-printable character")
         provider, sep, model = value.partition("/")
         if not sep or not provider.strip() or not model.strip() or value != value.strip():
             raise ValueError(f"route {value!r} is not 'provider/model'")

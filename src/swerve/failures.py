@@ -25,6 +25,8 @@ from enum import StrEnum
 from swerve._redact import redact
 
 __all__ = [
+    "KNOWN_ERROR_TYPES",
+    "RETRY_AFTER_MAX_S",
     "AttemptTimeout",
     "CircuitOpenError",
     "Failure",
@@ -63,9 +65,15 @@ class Failure:
     """A classified error of one attempt.
 
     ``message`` is redacted (no credentials) and bounded in length; it is safe for spans and
-    logs. ``error_type`` is the low-cardinality value for OTel's ``error.type``: the HTTP
-    status as a string when there is one, else the provider's error type, else the exception's
-    qualified class name.
+    logs. ``error_type`` is the low-cardinality value for OTel's ``error.type`` (a span and
+    metric attribute), drawn from a closed vocabulary and never free provider text: the HTTP
+    status as a string when the server sent one (``"100"``..``"599"``); else a provider error
+    type or code from swerve's allow-list (:data:`KNOWN_ERROR_TYPES`, e.g.
+    ``"overloaded_error"``, ``"rate_limit_exceeded"``); else, for an exception, its qualified
+    class name (``"httpx.ReadTimeout"``) or one of swerve's own words (``"timeout"``,
+    ``"breaker_open"``, ``"incomplete"``, ``"malformed"``); else the failure kind
+    (``"unknown"``, ``"quota"``, ...). ``code`` is the provider's own code or type, cut to 64
+    characters and redacted; it is for reading, not for attributes.
     """
 
     kind: FailureKind
@@ -179,6 +187,23 @@ _TYPE_STATUS = {
 }
 _CONTENT_FILTER_CODES = frozenset({"content_filter", "content_policy_violation"})
 
+KNOWN_ERROR_TYPES = frozenset(
+    set(_TYPE_STATUS)
+    | _CONTENT_FILTER_CODES
+    | {"context_length_exceeded", "insufficient_quota", "invalid_api_key", "model_not_found"}
+    | {"engine_overloaded", "service_unavailable", "requests", "tokens"}
+)
+"""Provider error types and codes that may become ``error.type`` as they are. Any other
+provider word is replaced by the failure kind: provider text in an attribute can carry an
+echoed secret, and every distinct value would be a new metric series."""
+
+RETRY_AFTER_MAX_S = 7 * 24 * 3600.0
+"""The longest wait :func:`parse_retry_after` returns: a week. A server asking for longer is
+taken at that; the engine caps it again at ``retry_after_max_s`` and ``cooldown_max_s``."""
+# Delay-seconds as servers send it: ASCII digits (not any Unicode digit float() accepts), an
+# optional fraction, and a minus sign read as "now".
+_DELAY_RE = re.compile(r"-?[0-9]+(?:\.[0-9]+)?")
+
 _CONTEXT_RE = re.compile(
     r"maximum context length|context_length_exceeded|context window|prompt is too long"
     r"|exceeds? (?:the )?context limit",
@@ -217,23 +242,28 @@ def classify(error: object, *, in_stream: bool = False) -> Failure:
 
 
 def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
-    """Seconds to wait from ``retry-after-ms``, ``retry-after`` (seconds or HTTP date)."""
+    """Seconds to wait from ``retry-after-ms``, ``retry-after`` (seconds or HTTP date).
+
+    Always None (nothing usable) or a finite number in ``[0, RETRY_AFTER_MAX_S]``: a negative
+    delay or a date in the past is 0; ``NaN``, ``inf``, ``1e3``, non-ASCII digits and other
+    garbage are None; a huge delay or a far date is capped.
+    """
     try:
         # Plain dicts are case-sensitive; httpx.Headers is not. Lowering covers both.
         lowered = {str(k).lower(): v for k, v in headers.items()}
-        millis = _finite(lowered.get("retry-after-ms"))
+        millis = _delay(lowered.get("retry-after-ms"))
         if millis is not None:
-            return max(millis / 1000.0, 0.0)
+            return _bounded(millis / 1000.0)
         raw = lowered.get("retry-after")
-        seconds = _finite(raw)
+        seconds = _delay(raw)
         if seconds is not None:
-            return max(seconds, 0.0)
+            return _bounded(seconds)
         if not isinstance(raw, str):
             return None
         when = email.utils.parsedate_to_datetime(raw.strip())
         if when.tzinfo is None:
             when = when.replace(tzinfo=UTC)
-        return max(when.timestamp() - (time.time() if now is None else now), 0.0)
+        return _bounded(when.timestamp() - (time.time() if now is None else now))
     except Exception:  # garbage dates, odd mappings
         return None
 
@@ -347,7 +377,9 @@ def _from_http(
     status: int | None, body: object, headers: object, fallback_message: str, in_stream: bool
 ) -> Failure:
     if isinstance(body, str | bytes) and body[:1] in ("{", b"{", "[", b"["):
-        with contextlib.suppress(ValueError):  # openrouter's SDK keeps it as JSON text
+        # openrouter's SDK keeps it as JSON text; nesting too deep for the decoder is not an
+        # error body swerve can read, and must not cost the status it came with.
+        with contextlib.suppress(ValueError, RecursionError):
             body = json.loads(body)
     if isinstance(body, list | tuple) and body:  # Gemini-style streams wrap errors in a list
         body = body[0]
@@ -444,7 +476,10 @@ def _from_parts(
         if status is None:
             status = payload.status
         if status is None:
-            status = _TYPE_STATUS.get(code or "") or _TYPE_STATUS.get(type_ or "")
+            # Provider words are matched case-insensitively, as error.type reports them.
+            status = _TYPE_STATUS.get((code or "").lower()) or _TYPE_STATUS.get(
+                (type_ or "").lower()
+            )
             synthetic = status is not None
     tokens = {t.lower() for t in (code, type_) if t}
     text = message[:_MATCH_CHARS]
@@ -468,18 +503,28 @@ def _from_parts(
     else:
         kind = FailureKind.UNKNOWN
 
-    # error.type: the status if the server sent one, else the provider's own word for it.
-    error_type = str(status) if status is not None and not synthetic else code or type_ or "unknown"
     retry_after = parse_retry_after(headers) if isinstance(headers, Mapping) else None
+    provider_code = code or type_
     return Failure(
         kind,
         status=status,
         retry_after=retry_after,
         in_stream=in_stream,
-        code=code or type_,
+        code=redact(provider_code, _TOKEN_CHARS) if provider_code else None,
         message=redact(message),
-        error_type=error_type,
+        error_type=_error_type(None if synthetic else status, code, type_, kind),
     )
+
+
+def _error_type(status: int | None, code: str | None, type_: str | None, kind: FailureKind) -> str:
+    """``error.type`` from a closed vocabulary (see :class:`Failure`): the status the server
+    sent, else the provider's word if it is a known one, else the kind."""
+    if status is not None and 100 <= status <= 599:
+        return str(status)
+    for word in (code, type_):
+        if word and word.lower() in KNOWN_ERROR_TYPES:
+            return word.lower()
+    return kind.value
 
 
 def status_kind(status: int) -> FailureKind:
@@ -501,7 +546,7 @@ def _response_body(response: object) -> object:
             return None
         try:
             return json.loads(content)
-        except ValueError:
+        except (ValueError, RecursionError):
             return content[:_BODY_PEEK]
     except Exception:
         return None
@@ -522,14 +567,23 @@ def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _finite(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, str | int | float):
+def _delay(value: object) -> float | None:
+    """A delay as a header (or a number a caller put in a mapping) gives it; None if garbage."""
+    if isinstance(value, bool):
         return None
-    try:
-        number = float(value.strip() if isinstance(value, str) else value)
-    except (ValueError, OverflowError):
+    if isinstance(value, int | float):
+        number = float(value)
+    elif isinstance(value, str) and _DELAY_RE.fullmatch(text := value.strip()):
+        number = float(text)  # ASCII digits only: this cannot raise; 400 digits give inf
+    else:
         return None
-    return number if math.isfinite(number) else None
+    return None if math.isnan(number) else number
+
+
+def _bounded(seconds: float) -> float | None:
+    if math.isnan(seconds):
+        return None
+    return min(max(seconds, 0.0), RETRY_AFTER_MAX_S)
 
 
 def _mro_names(exc: BaseException) -> set[str]:

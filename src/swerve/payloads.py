@@ -355,14 +355,20 @@ class _CachePlan:
         if marker is not None:
             self.edits.drops.add((*path, "cache_control"))
 
-    def _blocks(self, blocks: Sequence[Any], path: _Path) -> bool:
-        """Walk one content list; True when it was non-empty and every block got dropped."""
+    def _blocks(self, blocks: Sequence[Any], path: _Path, *, nested: bool = False) -> bool:
+        """Walk one content list; True when it was non-empty and every block got dropped.
+
+        ``nested`` is a tool result's own content: the API reads blocks there but no deeper, so
+        neither does the walk (a client body may nest tool results as deep as JSON allows).
+        """
         dropped = 0
         for j, block in enumerate(blocks):
             here = (*path, j)
             if not isinstance(block, Mapping):
                 continue
             kind = block.get("type")
+            if not isinstance(kind, str):  # a client's junk ({"type": []}) is left as it is
+                continue
             text = block.get("text")
             if kind == "text" and isinstance(text, str) and not text.strip():
                 dropped += 1
@@ -380,8 +386,9 @@ class _CachePlan:
             if (
                 self.wire == "anthropic"
                 and kind == "tool_result"
+                and not nested
                 and isinstance(inner, list)
-                and self._blocks(inner, (*here, "content"))
+                and self._blocks(inner, (*here, "content"), nested=True)
             ):
                 self.edits.drops.add((*here, "content"))
         return bool(blocks) and dropped == len(blocks)

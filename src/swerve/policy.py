@@ -6,6 +6,7 @@ tested exhaustively. The engine owns time; both its sync and async paths ask thi
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Container, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
@@ -159,13 +160,34 @@ def start_route(
 
 
 def backoff(config: FallbackConfig, retries_done: int, rand: Callable[[], float]) -> float:
-    """Exponential backoff for the next retry on a route, with full jitter when enabled."""
-    try:
-        grown = config.backoff_initial_s * config.backoff_factor**retries_done
-    except OverflowError:  # a large budget with a large factor: the cap applies anyway
-        grown = config.backoff_max_s
-    ceiling = min(config.backoff_max_s, grown)
-    return ceiling * rand() if config.jitter else ceiling
+    """Exponential backoff for the next retry on a route, with full jitter when enabled.
+
+    Always finite and within ``[0, backoff_max_s]``, however large ``retries_done`` and
+    ``backoff_factor`` are (``rand`` is expected in ``[0, 1]``; anything else is clamped).
+    """
+    ceiling = _grown(
+        config.backoff_initial_s, config.backoff_factor, max(retries_done, 0), config.backoff_max_s
+    )
+    if not config.jitter:
+        return ceiling
+    return ceiling * min(max(rand(), 0.0), 1.0)
+
+
+def _grown(initial: float, factor: float, retries: int, cap: float) -> float:
+    """``min(cap, initial * factor ** retries)`` without computing a power that overflows."""
+    if initial >= cap:
+        return cap
+    if initial <= 0 or factor <= 1 or retries == 0:
+        return initial
+    # Compare in log space: 10.0 ** 400 raises OverflowError (which once masked the upstream
+    # error), long after the cap has made the exact value irrelevant.
+    exponent = retries * math.log(factor)
+    if exponent >= math.log(cap) - math.log(initial):
+        return cap
+    # Below the cap the product is finite; the plain form keeps small values exact.
+    return min(
+        cap, initial * factor**retries if exponent < 700 else math.exp(math.log(initial) + exponent)
+    )
 
 
 def decide(
