@@ -1,0 +1,624 @@
+"""Faults at every point of an attempt, through the failover transport: real httpx / httpx2
+clients (sync and async from one body), both wires, against the fake provider on 127.0.0.1.
+
+Every call must end within its bound with an answer (from the fallback when the primary failed
+before content) or a documented error (after content: the client flavour's transport error,
+``ReadTimeout`` for swerve's own limits, ``ResponseTooLarge``), never a hang and never anything
+else. Each test states its bound and reports its figure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+import time
+import tracemalloc
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import httpx2
+import pytest
+from httpx_aiohttp import AiohttpTransport
+
+from swerve import Failover, FallbackConfig, MemoryHealth, Route
+from swerve.httpx import AsyncFailoverTransport, FailoverTransport, ResponseTooLarge, Upstream
+from swerve.testing import FakeProvider, Fault, Reply, TelemetryRecorder
+
+from .conftest import Report
+
+OR, BK = "openrouter/anthropic/claude-sonnet-5", "backup/claude-sonnet-5"  # OpenAI wire
+AN, AB = "anthropic/claude-sonnet-5", "anthropic-backup/claude-sonnet-5"  # Anthropic wire
+ROUTES = {"openai": (OR, BK), "anthropic": (AN, AB)}
+PROVIDERS = {OR: "openrouter", BK: "backup", AN: "anthropic", AB: "anthropic-backup"}
+KEYS = ("sk-or-v1-faults0123456789abcdef", "sk-ant-api03-faultsBACKUP0123456789")
+MESSAGES = [{"role": "user", "content": "hi"}]
+URL = {
+    "openai": "http://swerve.invalid/v1/chat/completions",
+    "anthropic": "http://swerve.invalid/v1/messages",
+}
+SLACK_S = 1.5  # scheduling, thread start-up and a loaded CI box: generous, never tight
+MODES = ["sync", "async"]
+WIRES = ["openai", "anthropic"]
+
+
+def text_of(primary: str) -> str:
+    return f"words from {primary} ok"
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeProvider]:
+    with FakeProvider() as server:
+        for provider in PROVIDERS.values():
+            server.set_reply(provider, Reply(text=text_of(provider)))
+        yield server
+
+
+def upstreams(fake: FakeProvider, **transports: Any) -> dict[str, Upstream]:
+    def up(route: str, key: str) -> Upstream:
+        provider = PROVIDERS[route]
+        wire = "anthropic" if route in (AN, AB) else "openai"
+        base = fake.url(provider) if wire == "anthropic" else f"{fake.url(provider)}/v1"
+        return Upstream(base, wire=wire, api_key=key, transport=transports.get(provider))
+
+    return {OR: up(OR, KEYS[0]), BK: up(BK, KEYS[1]), AN: up(AN, KEYS[0]), AB: up(AB, KEYS[1])}
+
+
+def config(**kw: Any) -> FallbackConfig:
+    params: dict[str, Any] = {
+        "fallbacks": {OR: BK, AN: AB},
+        "max_retries": 0,
+        "max_swaps": 1,
+        "jitter": False,
+        "cooldown_s": 0.0,
+    }
+    params.update(kw)
+    return FallbackConfig(**params)
+
+
+# --- one body, sync or async ---------------------------------------------------------------------
+@dataclass
+class Outcome:
+    """How one call ended, as the client saw it."""
+
+    status: int | None
+    text: str
+    error: BaseException | None
+    elapsed: float
+
+
+def answer_text(wire: str, stream: bool, raw: bytes) -> str:
+    """The answer's text, from a JSON body or the SSE events the client received."""
+    if not stream:
+        body = json.loads(raw)
+        if wire == "openai":
+            return str(body["choices"][0]["message"]["content"])
+        return "".join(b.get("text", "") for b in body["content"])
+    out = []
+    for line in raw.decode("utf-8", "replace").splitlines():
+        if not line.startswith("data:") or line[5:].strip() == "[DONE]":
+            continue
+        data = json.loads(line[5:])
+        if wire == "openai":
+            for choice in data.get("choices") or ():
+                out.append((choice.get("delta") or {}).get("content") or "")
+        elif data.get("type") == "content_block_delta":
+            out.append(data["delta"].get("text", ""))
+    return "".join(out)
+
+
+class Driver:
+    """Calls through the transport with a real client: ``httpx``/``httpx2``, sync or async."""
+
+    def __init__(
+        self,
+        mode: str,
+        fake: FakeProvider,
+        failover: Failover,
+        flavour: str = "httpx",
+        transports: Callable[[], dict[str, Any]] | None = None,
+        **kw: Any,
+    ) -> None:
+        self.mode = mode
+        self.module: Any = httpx if flavour == "httpx" else httpx2
+        self.runner = asyncio.Runner()
+        ups = upstreams(fake, **(transports() if transports else {}))
+        if mode == "sync":
+            self.transport: Any = FailoverTransport(ups, failover=failover, **kw)
+            self.client: Any = self.module.Client(transport=self.transport, timeout=30)
+        else:
+
+            async def make() -> Any:
+                ups = upstreams(fake, **(transports() if transports else {}))
+                self.transport = AsyncFailoverTransport(ups, failover=failover, **kw)
+                return self.module.AsyncClient(transport=self.transport, timeout=30)
+
+            self.client = self.runner.run(make())
+
+    def close(self) -> None:
+        if self.mode == "sync":
+            self.client.close()
+        else:
+            self.runner.run(self.client.aclose())
+        self.runner.close()
+
+    def call(self, wire: str, route: str, stream: bool, **body: Any) -> Outcome:
+        payload = {"model": route, "messages": MESSAGES, "max_tokens": 64, **body}
+        if stream:
+            payload["stream"] = True
+        t0 = time.monotonic()
+        got = bytearray()
+        try:
+            if self.mode == "sync":
+                with self.client.stream("POST", URL[wire], json=payload) as r:
+                    status = r.status_code
+                    for piece in r.iter_bytes():
+                        got += piece
+            else:
+
+                async def run() -> int:
+                    async with self.client.stream("POST", URL[wire], json=payload) as r:
+                        async for piece in r.aiter_bytes():
+                            got.extend(piece)
+                        return int(r.status_code)
+
+                status = self.runner.run(run())
+        except Exception as exc:
+            text = ""
+            with contextlib.suppress(Exception):
+                text = answer_text(wire, True, bytes(got))
+            return Outcome(None, text, exc, time.monotonic() - t0)
+        text = ""
+        if status == 200:
+            text = answer_text(wire, stream, bytes(got))
+        return Outcome(status, text, None, time.monotonic() - t0)
+
+    def many(self, count: int, wire: str, route: str, stream: bool) -> list[Outcome]:
+        """``count`` calls at once: tasks (async) or a pool of threads (sync)."""
+        if self.mode == "sync":
+            with ThreadPoolExecutor(8) as pool:
+                return list(pool.map(lambda _: self.call(wire, route, stream), range(count)))
+        payload = {"model": route, "messages": MESSAGES, "max_tokens": 64}
+        if stream:
+            payload["stream"] = True
+        gate = asyncio.Semaphore(16)
+
+        async def one() -> Outcome:
+            got = bytearray()
+            async with gate:
+                t0 = time.monotonic()
+                try:
+                    async with self.client.stream("POST", URL[wire], json=payload) as r:
+                        async for piece in r.aiter_bytes():
+                            got.extend(piece)
+                        status = int(r.status_code)
+                except Exception as exc:
+                    text = ""
+                    with contextlib.suppress(Exception):
+                        text = answer_text(wire, True, bytes(got))
+                    return Outcome(None, text, exc, time.monotonic() - t0)
+                text = answer_text(wire, stream, bytes(got)) if status == 200 else ""
+                return Outcome(status, text, None, time.monotonic() - t0)
+
+        async def run() -> list[Outcome]:
+            return list(await asyncio.gather(*(one() for _ in range(count))))
+
+        return self.runner.run(run())
+
+    def documented(self, exc: BaseException | None) -> bool:
+        """An error the docs promise: the client flavour's own, or ResponseTooLarge."""
+        return isinstance(exc, self.module.HTTPError | ResponseTooLarge)
+
+
+@pytest.fixture
+def drive(fake: FakeProvider) -> Iterator[Callable[..., Driver]]:
+    made: list[tuple[Driver, TelemetryRecorder]] = []
+
+    def make(mode: str, cfg: FallbackConfig, **kw: Any) -> Driver:
+        otel = TelemetryRecorder()
+        fo = Failover(cfg, MemoryHealth(), telemetry=otel.telemetry)
+        driver = Driver(mode, fake, fo, **kw)
+        made.append((driver, otel))
+        return driver
+
+    yield make
+    for driver, otel in made:
+        driver.close()
+        otel.shutdown()
+
+
+def primary_of(wire: str) -> tuple[str, str, str, str]:
+    route, fallback = ROUTES[wire]
+    return route, fallback, PROVIDERS[route], PROVIDERS[fallback]
+
+
+# --- hangs, for each kind of timeout -------------------------------------------------------------
+@contextlib.contextmanager
+def unaccepting_port() -> Iterator[int]:
+    """A port that never completes a connection: a listener with a full backlog that never
+    accepts (later SYNs are dropped, so connect waits). Where the kernel still accepts, the
+    upstream is a hang: bounded all the same."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    fillers = []
+    for _ in range(4):
+        s = socket.socket()
+        s.setblocking(False)
+        with contextlib.suppress(OSError):
+            s.connect(("127.0.0.1", port))
+        fillers.append(s)
+    try:
+        yield port
+    finally:
+        for s in fillers:
+            s.close()
+        listener.close()
+
+
+HANGS = [
+    # kind, limits, stream variants, what ends the call
+    ("connect", {"attempt_timeout_s": 0.25}, [False, True], "swap"),
+    ("first_byte", {"first_token_timeout_s": 0.25}, [True], "swap"),
+    ("stall", {"stall_timeout_s": 0.25}, [True], "timeout"),
+    ("attempt", {"attempt_timeout_s": 0.25}, [False, True], "swap"),
+    ("deadline", {"deadline_s": 0.4}, [False, True], "timeout"),
+]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("wire", WIRES)
+@pytest.mark.parametrize(("kind", "limits", "streams", "ends"), HANGS, ids=[h[0] for h in HANGS])
+def test_a_hanging_provider_ends_within_its_limit(
+    fake: FakeProvider,
+    drive: Callable[..., Driver],
+    figure: Report,
+    mode: str,
+    wire: str,
+    kind: str,
+    limits: dict[str, float],
+    streams: list[bool],
+    ends: str,
+) -> None:
+    route, _fallback, primary, backup = primary_of(wire)
+    bound = max(limits.values()) + SLACK_S
+    if kind == "first_byte":
+        fake.set_fault(primary, Fault.slow(first_token_s=30))
+    elif kind == "stall":
+        fake.set_fault(primary, Fault.slow(per_chunk_s=30))
+    else:
+        fake.set_fault(primary, Fault.hang())
+    if kind == "deadline":
+        fake.set_fault(backup, Fault.hang())
+    with unaccepting_port() as port:
+        transports: Callable[[], dict[str, Any]] | None = None
+        if kind == "connect":
+            sync = mode == "sync"
+
+            def transports() -> dict[str, Any]:
+                # The primary's host is the unaccepting port, reached through the same
+                # endpoint path (the transport only needs it to be that upstream's origin).
+                return {primary: _Redirect(port, sync)}
+
+        driver = drive(mode, config(**limits), transports=transports)
+        worst = 0.0
+        for stream in streams:
+            out = driver.call(wire, route, stream)
+            worst = max(worst, out.elapsed)
+            assert out.elapsed < bound, f"{kind}: {out.elapsed:.2f}s > {bound}s"
+            if ends == "swap":
+                assert out.status == 200 and out.text == text_of(backup), out
+            elif kind == "stall":  # content had begun: the error after it is swerve's timeout
+                assert isinstance(out.error, driver.module.ReadTimeout), out
+                assert out.text and text_of(primary).startswith(out.text)
+            else:
+                # httpx's own read timeout (the deadline handed to it) or swerve's: either is
+                # the client's ReadTimeout
+                assert isinstance(out.error, driver.module.ReadTimeout), out
+    figure(
+        f"hang: {kind} ({wire}, {mode})",
+        f"< {bound:.1f}s, ends with {'the fallback' if ends == 'swap' else 'ReadTimeout'}",
+        measured=f"{worst:.2f}s",
+    )
+
+
+# --- a connection dropped at every byte offset -----------------------------------------------
+def sent_body(fake: FakeProvider, wire: str, route: str, stream: bool) -> bytes:
+    """The body the route's provider sends for the call, asked without swerve."""
+    base = fake.url(PROVIDERS[route])
+    url = f"{base}/v1/chat/completions" if wire == "openai" else f"{base}/v1/messages"
+    model = Route.parse(route).model  # the events repeat it: the same name, the same length
+    body: dict[str, Any] = {"model": model, "messages": MESSAGES, "max_tokens": 64}
+    if stream:
+        body["stream"] = True
+    r = httpx.post(url, json=body, headers={"anthropic-version": "2023-06-01"})
+    fake.reset_counts()
+    return r.content
+
+
+def offsets(body: bytes, soak_s: float) -> list[int]:
+    """Every offset in a soak; in the short run every offset within 3 bytes of an event or
+    line boundary, and every 7th between."""
+    if soak_s:
+        return list(range(len(body) + 1))
+    chosen = set(range(0, len(body) + 1, 7)) | {len(body)}
+    for index, byte in enumerate(body):
+        if byte in b"\n{":
+            chosen |= set(range(max(index - 3, 0), min(index + 4, len(body) + 1)))
+    return sorted(chosen)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("wire", WIRES)
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "json"])
+def test_a_connection_dropped_at_every_byte_offset(
+    fake: FakeProvider,
+    drive: Callable[..., Driver],
+    figure: Report,
+    soak_s: float,
+    mode: str,
+    wire: str,
+    stream: bool,
+) -> None:
+    route, _fallback, primary, backup = primary_of(wire)
+    body = sent_body(fake, wire, route, stream)
+    cuts = offsets(body, soak_s)
+    # No cooldown and no breaker: every call starts on the primary and meets its fault.
+    driver = drive(mode, config(attempt_timeout_s=5.0, breaker={"enabled": False}))
+    fake.script(primary, [Fault.cut_after_bytes(n) for n in cuts])
+    outcomes = {"fallback": 0, "primary": 0, "error after content": 0}
+    lost, worst = [], 0.0
+    for n, out in enumerate(driver.many(len(cuts), wire, route, stream)):
+        worst = max(worst, out.elapsed)
+        if out.status == 200 and out.text == text_of(backup):
+            outcomes["fallback"] += 1
+        elif out.status == 200 and out.text == text_of(primary):
+            outcomes["primary"] += 1  # cut after the finish: the answer was whole
+        elif (
+            stream
+            and driver.documented(out.error)
+            and out.text
+            and text_of(primary).startswith(out.text)
+        ):
+            outcomes["error after content"] += 1
+        else:
+            lost.append((n, out))
+    assert not lost, f"{len(lost)} of {len(cuts)} calls lost; first: {lost[:3]}"
+    assert fake.requests(primary) == len(cuts)  # every offset was served
+    assert outcomes["fallback"] > 0 and outcomes["primary"] > 0
+    assert worst < 5.0, worst
+    figure(
+        f"connection dropped at every byte offset ({wire}, {'stream' if stream else 'json'}, "
+        f"{mode})",
+        "0 calls lost; each ends with the fallback's answer, the whole answer, or an error "
+        "after content",
+        measured=f"{len(cuts)} of {len(body) + 1} offsets, 0 lost ({outcomes['fallback']} swapped, "
+        f"{outcomes['primary']} whole, {outcomes['error after content']} errors after "
+        f"content), slowest {worst:.3f}s",
+    )
+
+
+# --- chunked encoding, content-type, gzip ----------------------------------------------------
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("wire", WIRES)
+def test_chunked_encoding_errors(
+    fake: FakeProvider, drive: Callable[..., Driver], figure: Report, mode: str, wire: str
+) -> None:
+    route, _fallback, primary, backup = primary_of(wire)
+    driver = drive(mode, config(attempt_timeout_s=5.0))
+    worst = 0.0
+    for stream in (False, True):
+        driver.transport.failover.health.clear()
+        fake.script(primary, [Fault.bad_chunking()])
+        out = driver.call(wire, route, stream)
+        worst = max(worst, out.elapsed)
+        assert out.status == 200 and out.text == text_of(backup), out  # before content: swap
+    driver.transport.failover.health.clear()
+    fake.script(primary, [Fault.bad_chunking(after=1)])
+    out = driver.call(wire, route, True)
+    worst = max(worst, out.elapsed)
+    assert driver.documented(out.error) and out.text, out  # after content: the client's error
+    assert isinstance(out.error, driver.module.RemoteProtocolError), out
+    assert worst < SLACK_S
+    figure(
+        f"chunked-encoding error ({wire}, {mode})",
+        f"swap before content, RemoteProtocolError after; < {SLACK_S}s",
+        measured=f"3 calls, 0 lost, slowest {worst:.3f}s",
+    )
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("wire", WIRES)
+def test_a_wrong_content_type(
+    fake: FakeProvider, drive: Callable[..., Driver], figure: Report, mode: str, wire: str
+) -> None:
+    route, _fallback, primary, backup = primary_of(wire)
+    driver = drive(mode, config(attempt_timeout_s=5.0))
+    results = []
+    for label in ("text/html; charset=utf-8", "application/json", "text/event-stream"):
+        for stream in (False, True):
+            driver.transport.failover.health.clear()
+            fake.script(primary, [Fault.wrong_content_type(label)])
+            out = driver.call(wire, route, stream)
+            assert out.elapsed < SLACK_S, out
+            # What the upstream sent reaches the client (swerve has no reason to doubt a body
+            # it can read), or a body it cannot read as labelled is the route's failure.
+            assert out.status == 200 and out.text in (text_of(primary), text_of(backup)), (
+                label,
+                stream,
+                out,
+            )
+            results.append("primary" if out.text == text_of(primary) else "fallback")
+    figure(
+        f"wrong content-type ({wire}, {mode})",
+        "every call answered, none hangs",
+        measured=f"{len(results)} calls: {results.count('primary')} passed on, "
+        f"{results.count('fallback')} swapped, 0 lost",
+    )
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("wire", WIRES)
+def test_gzip_bodies_and_bombs(
+    fake: FakeProvider, drive: Callable[..., Driver], figure: Report, mode: str, wire: str
+) -> None:
+    route, _fallback, primary, _backup = primary_of(wire)
+    limit = 256 * 1024
+    pad = 32 * 1024 * 1024  # 32 MiB of spaces (128 x the limit): ~32 KiB on the wire
+    driver = drive(mode, config(attempt_timeout_s=10.0), max_body_bytes=limit)
+    for stream in (False, True):
+        fake.script(primary, [Fault.gzip()])
+        out = driver.call(wire, route, stream)
+        assert out.status == 200 and out.text == text_of(primary), out  # ordinary gzip: read
+    peaks = []
+    for stream in (False, True):
+        driver.transport.failover.health.clear()
+        fake.script(primary, [Fault.gzip(pad=pad)])
+        tracemalloc.start()
+        try:
+            out = driver.call(wire, route, stream)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        peaks.append(peak)
+        assert isinstance(out.error, ResponseTooLarge), out
+        assert isinstance(out.error, driver.module.DecodingError)  # the client's own kind too
+        assert peak < 16 * limit, f"peak {peak} bytes"
+        assert out.elapsed < 10.0
+    figure(
+        f"gzip bomb ({wire}, {mode})",
+        f"ResponseTooLarge; memory < 16 x the {limit // 1024} KiB limit",
+        measured=f"{pad // 2**20} MiB bomb stopped; peak traced memory "
+        f"{max(peaks) / 2**20:.1f} MiB",
+    )
+
+
+# --- an upstream dribbling one byte per interval ---------------------------------------------
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("wire", WIRES)
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "json"])
+@pytest.mark.parametrize(
+    "limits",
+    [{"stall_timeout_s": 0.3}, {"attempt_timeout_s": 0.6, "deadline_s": 1.2}],
+    ids=["stall", "attempt+deadline"],
+)
+def test_a_dribbling_upstream_is_bounded(
+    fake: FakeProvider,
+    drive: Callable[..., Driver],
+    figure: Report,
+    mode: str,
+    wire: str,
+    stream: bool,
+    limits: dict[str, float],
+) -> None:
+    route, _fallback, primary, backup = primary_of(wire)
+    fake.set_fault(primary, Fault.dribble(0.02))  # a whole body would take many seconds
+    driver = drive(mode, config(**limits))
+    out = driver.call(wire, route, stream)
+    bound = min(limits.values()) + SLACK_S
+    assert out.status == 200 and out.text == text_of(backup), out
+    assert out.elapsed < bound, out
+    figure(
+        f"dribble, 1 byte / 20 ms ({wire}, {'stream' if stream else 'json'}, {mode})",
+        f"swapped within {' / '.join(f'{k}={v}s' for k, v in limits.items())} + {SLACK_S}s",
+        measured=f"{out.elapsed:.2f}s",
+    )
+
+
+class _Redirect:
+    """An inner transport that sends to 127.0.0.1:``port`` instead (for the connect hang)."""
+
+    def __init__(self, port: int, sync: bool) -> None:
+        self.port = port
+        self.inner: Any = httpx.HTTPTransport() if sync else httpx.AsyncHTTPTransport()
+
+    def _moved(self, request: Any) -> httpx.Request:
+        url = httpx.URL(str(request.url)).copy_with(port=self.port)
+        return httpx.Request(
+            request.method,
+            url,
+            headers=list(request.headers.multi_items()),
+            content=request.content,
+            extensions=request.extensions,
+        )
+
+    def handle_request(self, request: Any) -> Any:
+        return self.inner.handle_request(self._moved(request))
+
+    async def handle_async_request(self, request: Any) -> Any:
+        return await self.inner.handle_async_request(self._moved(request))
+
+    def close(self) -> None:
+        self.inner.close()
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+# --- B1: attempts cut by their time limit never leave a pool dead --------------------------
+def _pool_connections(transport: Any) -> list[str]:
+    """The states of an httpcore(2) pool's connections ([] for other transports)."""
+    pool = getattr(transport, "_pool", None)
+    return [repr(c) for c in getattr(pool, "connections", ())]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("flavour", ["httpx", "httpx2", "aiohttp"])
+async def test_cancelled_attempts_leave_no_dead_pool(
+    fake: FakeProvider, figure: Report, flavour: str
+) -> None:
+    module: Any = httpx2 if flavour == "httpx2" else httpx
+    size, burst, limit = 4, 24, 0.3
+    if flavour == "aiohttp":
+        small: Any = AiohttpTransport(limits=httpx.Limits(max_connections=size))
+    else:
+        small = module.AsyncHTTPTransport(limits=module.Limits(max_connections=size))
+    otel = TelemetryRecorder()
+    cfg = config(attempt_timeout_s=limit, breaker={"enabled": False})  # pins must reach it
+    fo = Failover(cfg, MemoryHealth(), telemetry=otel.telemetry)
+    # The primary's pool is small, so the burst fills it and most attempts are cut while they
+    # wait for a connection: where httpcore orphaned one per cancelled request.
+    transport = AsyncFailoverTransport(upstreams(fake, openrouter=small), failover=fo)
+    fake.set_fault("openrouter", Fault.hang())
+    body = {"model": OR, "messages": MESSAGES}
+    url = URL["openai"]
+    async with module.AsyncClient(transport=transport, timeout=30) as client:
+        t0 = time.monotonic()
+        answers = await asyncio.gather(*(client.post(url, json=body) for _ in range(burst)))
+        burst_s = time.monotonic() - t0
+        assert [r.status_code for r in answers] == [200] * burst
+        assert {r.json()["choices"][0]["message"]["content"] for r in answers} == {
+            text_of("backup")
+        }
+        for _ in range(200):  # the sends left to end by themselves do, by their own timeout
+            if not getattr(transport, "_left", ()):
+                break
+            await asyncio.sleep(0.025)
+        assert not getattr(transport, "_left", ())
+        fake.set_fault("openrouter", Fault.ok())
+        t0 = time.monotonic()
+        pinned = await asyncio.gather(
+            *(client.post(url, json=body, headers={"x-swerve-route": OR}) for _ in range(2 * size))
+        )
+        after_s = time.monotonic() - t0
+        assert [r.status_code for r in pinned] == [200] * (2 * size)
+        assert {r.json()["choices"][0]["message"]["content"] for r in pinned} == {
+            text_of("openrouter")
+        }
+        assert after_s < SLACK_S
+        states = [*_pool_connections(small)]
+        states += [s for t in transport._inner.values() for s in _pool_connections(t)]
+        orphans = [s for s in states if "NEW" in s or "CONNECTING" in s]
+        assert not orphans, orphans
+    otel.shutdown()
+    figure(
+        f"attempts cut by their time limit, then the same pool ({flavour})",
+        f"every call answered; the primary's pool serves again within {SLACK_S}s; 0 orphans",
+        measured=f"{burst} calls cut at {limit}s and swapped in {burst_s:.2f}s; "
+        f"{2 * size} calls on the recovered primary in {after_s:.3f}s; 0 orphaned connections",
+    )
