@@ -549,7 +549,8 @@ def test_half_open_admits_exactly_the_configured_probes(figure: Any) -> None:
             recorder.shutdown()
     figure(
         "half-open probes on a recovering route (332 callers per period)",
-        f"in flight at once <= breaker.half_open_probes = {PROBES}; the first period admits {PROBES}",
+        f"in flight at once <= breaker.half_open_probes = {PROBES}; "
+        f"the first period admits {PROBES}",
         measured="; ".join(
             f"period {i + 1}: {a} admitted, {f} in flight" for i, (a, f) in enumerate(seen)
         ),
