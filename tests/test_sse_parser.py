@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from swerve.httpx import ResponseTooLarge, _SSEParser
+from swerve._sse import _SSEParser
+from swerve.httpx import ResponseTooLarge
 
 CHUNK = {"choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": None}]}
 FINISH = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}

@@ -1,0 +1,361 @@
+"""The transports' I/O-free core: the route a request names, the request an attempt sends."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from . import payloads
+from ._attempt import (
+    _AUTH_HEADERS,
+    _ErrorInBody,
+    _Limits,
+    _Malformed,
+    _module_of,
+    _Reader,
+    _redacted,
+    _Replay,
+    _response,
+    _returned,
+    _secrets,
+)
+from ._config import FallbackConfig
+from ._engine import Attempt, Failover
+from ._redact import scrub
+from ._routes import Route
+from ._sse import _Event, _SSEParser
+from ._upstream import _ENDPOINTS, ROUTE_HEADER, SWITCH_HEADER, Upstream, UpstreamStatusError
+from .policy import next_route
+
+# What a client may authenticate itself with: meant for the host it addressed, so never sent to
+# another one (see _Core.build).
+_CLIENT_CREDENTIALS = _AUTH_HEADERS | {"cookie", "proxy-authorization", "x-goog-api-key"}
+_SWERVE_PREFIX = "x-swerve-"  # every header of this prefix is for swerve, never for a provider
+_NEVER_FORWARD = frozenset({"host", "content-length"})
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+_ERROR_BODY_LIMIT = 64 * 1024
+
+
+@dataclass(slots=True)
+class _Plan:
+    """What to do with one client request."""
+
+    route: str
+    body: dict[str, Any]
+    stream: bool
+    pin: bool
+    off: bool
+
+
+class _Core:
+    """Everything both transports share: routing, rewriting, reading, error mapping."""
+
+    def __init__(
+        self,
+        upstreams: Mapping[str, Upstream],
+        failover: Failover,
+        max_body_bytes: int,
+        config: FallbackConfig | None,
+    ) -> None:
+        self.upstreams: dict[str, Upstream] = {}
+        for key, upstream in upstreams.items():
+            try:
+                Route.parse(key)
+            except ValueError as exc:
+                raise ValueError(f"upstreams: {exc}") from None
+            if not isinstance(upstream, Upstream):
+                raise TypeError(f"upstreams[{key!r}] must be an Upstream")
+            self.upstreams[key] = upstream
+        # Every configured secret, whichever upstream it belongs to: an echo is scrubbed of all.
+        found = {s for upstream in self.upstreams.values() for s in _secrets(upstream)}
+        self.secrets: tuple[str, ...] = tuple(sorted(found, key=len, reverse=True))
+        self.targets = {key: _target(up.base_url) for key, up in self.upstreams.items()}
+        self.failover = failover
+        self.limit = max_body_bytes
+        self._urls: dict[tuple[str, str], Any] = {}
+        self._check(config if config is not None else failover.config)
+
+    def _check(self, config: FallbackConfig | None) -> None:
+        """Refuse, now, every swap the config could make that this transport cannot serve."""
+        if config is None:
+            return
+        kinds = [None, *config.fallbacks_by_failure]  # the plain map, then each kind's map
+        for kind, requested in ((k, r) for k in kinds for r in self.upstreams):
+            seen, current = {requested}, requested
+            for _ in range(config.max_swaps):
+                target = next_route(config, requested, current, kind)
+                if target is None or target in seen:
+                    break
+                source = self.upstreams[current]
+                if target not in self.upstreams:
+                    raise ValueError(
+                        f"route {current} falls back to {target}, which has no Upstream"
+                    )
+                if self.upstreams[target].wire != source.wire:
+                    raise ValueError(
+                        f"route {current} ({source.wire} wire) falls back to {target} "
+                        f"({self.upstreams[target].wire} wire): swerve does not translate "
+                        "between wires; map routes of the same wire to each other"
+                    )
+                seen.add(target)
+                current = target
+
+    # -- routing ------------------------------------------------------------------------------
+    def plan(self, request: Any) -> _Plan | Any | None:
+        """A plan, None to pass the request through, or an error response to return as is."""
+        if request.method != "POST":
+            return None
+        options = request.extensions.get("swerve") or {}
+        pinned = request.headers.get(ROUTE_HEADER) or options.get("route")
+        off = (request.headers.get(SWITCH_HEADER, "").lower() in ("off", "0", "false")) or (
+            options.get("failover") is False
+        )
+        try:
+            body = json.loads(request.content)
+        except (ValueError, RecursionError) as exc:
+            if not pinned and not self._endpoint_match(request):
+                return None
+            problem = (
+                "is nested too deeply to read"
+                if isinstance(exc, RecursionError)
+                else f"is not JSON ({exc})"
+            )
+            return _error_response(
+                request,
+                400,
+                f"swerve: the request body {problem}; routes are named by its 'model'",
+            )
+        if not isinstance(body, dict):
+            return None
+        model = body.get("model")
+        if pinned:
+            if pinned not in self.upstreams:
+                return _error_response(
+                    request, 400, f"swerve: pinned route {pinned!r} has no Upstream"
+                )
+            route = pinned
+        elif isinstance(model, str) and model in self.upstreams:
+            route = model
+        else:
+            route = next(
+                (
+                    name
+                    for name, up in self.upstreams.items()
+                    if model == (up.model or Route.parse(name).model) and self._at(request, name)
+                ),
+                "",
+            )
+            if not route:
+                return None
+        return _Plan(route, body, body.get("stream") is True, bool(pinned), off)
+
+    def _endpoint_match(self, request: Any) -> bool:
+        path = request.url.path
+        return bool(path.endswith(tuple(_ENDPOINTS.values())))
+
+    def _at(self, request: Any, route: str) -> bool:
+        """Whether the request's URL is within ``route``'s base URL: the same origin, and its
+        path segments (``/v1`` holds ``/v1/chat/completions``, not ``/v1-other/...``)."""
+        origin, base = self.targets[route]
+        url = request.url
+        if _origin_of(url) != origin:
+            return False
+        path = str(url.path).rstrip("/")
+        return path == base or path.startswith(base + "/")
+
+    # -- one attempt --------------------------------------------------------------------------
+    def build(self, request: Any, plan: _Plan, attempt: Attempt) -> Any:
+        """The request for ``attempt``: the route's URL, credentials and model; fixed body."""
+        route = str(attempt.route)
+        upstream = self.upstreams[route]
+        body = dict(plan.body)
+        body["model"] = upstream.model or attempt.route.model
+        target = body["model"]
+        if route != plan.route:
+            body, downgrade = payloads.adapt_for_target(body, upstream.wire, target_model=target)
+            if downgrade is not None:
+                self.failover.telemetry.downgrade(route, downgrade.removed)
+        body, fix = payloads.fix_empty_text_cache(body, upstream.wire)
+        if fix is not None:
+            self.failover.telemetry.cache_fix(route, fix.blocks, fix.moved_to)
+        # The client's own credentials are for the host it addressed: they go to an upstream
+        # only when it has no api_key of its own and is that very host, never to a fallback
+        # provider elsewhere.
+        own = not upstream.api_key and _origin_of(request.url) == self.targets[route][0]
+        drop = _NEVER_FORWARD if own else _NEVER_FORWARD | _CLIENT_CREDENTIALS
+        if upstream.headers:
+            drop = drop | {k.lower() for k in upstream.headers}
+        headers = [
+            (k, v)
+            for k, v in request.headers.multi_items()
+            if (name := k.lower()) not in drop and not name.startswith(_SWERVE_PREFIX)
+        ]
+        if upstream.api_key:
+            if upstream.wire == "anthropic":
+                headers.append(("x-api-key", upstream.api_key))
+            else:
+                headers.append(("authorization", f"Bearer {upstream.api_key}"))
+        headers.extend(upstream.headers.items())
+        extensions = {k: v for k, v in request.extensions.items() if k != "swerve"}
+        if attempt.timeout is not None or attempt.read_timeout is not None:
+            extensions["timeout"] = _timeouts(extensions.get("timeout"), attempt)
+        module = _module_of(request)
+        url = self._urls.get((module.__name__, route))
+        if url is None:  # parsing a URL costs more than the rest of the rewrite: once a route
+            url = self._urls[(module.__name__, route)] = module.URL(upstream.endpoint)
+        return module.Request(
+            request.method,
+            url,
+            headers=headers,
+            content=json.dumps(body).encode(),
+            extensions=extensions,
+        )
+
+    def limits(self, attempt: Attempt, stream: bool) -> _Limits | None:
+        """The time limits a sync attempt checks as it reads (None when it has none)."""
+        if attempt.timeout is None and attempt.read_timeout is None:
+            return None
+        return _Limits(attempt, self.failover.config, stream)
+
+    def complete(self, route: str, response: Any, body: bytes, whole: bool) -> Any:
+        """A whole (non-stream) body: an error status, an error inside a 200, or a JSON body
+        that does not decode, is a failure. ``whole``: the response itself holds the body (it
+        was read at once), and can be handed on as it is."""
+        if response.status_code >= 400:
+            headers, content = _redacted(
+                self.secrets, _returned(response.headers), body[:_ERROR_BODY_LIMIT]
+            )
+            scrubbed = _response(response, response.status_code, headers, content)
+            raise UpstreamStatusError(route, scrubbed, content)
+        json_body = "json" in response.headers.get("content-type", "")
+        if json_body or b'"error"' in body:
+            try:
+                data = json.loads(body)
+            except (ValueError, RecursionError):
+                if json_body:
+                    raise _Malformed(route, self._replay(response, body)) from None
+                data = None
+            if isinstance(data, dict) and data.get("error") and not data.get("choices"):
+                replay = self._replay(response, body)
+                if replay[2] != body:  # an echoed secret: the engine reads the redacted error
+                    data = json.loads(replay[2])
+                raise _ErrorInBody(data, route, replay)
+        if whole:
+            return response  # already read and within the limit: hand it on as it is
+        return _response(response, response.status_code, _returned(response.headers), body)
+
+    def _replay(self, response: Any, body: bytes) -> _Replay:
+        headers, content = _redacted(self.secrets, _returned(response.headers), body)
+        return response.status_code, headers, content
+
+    def fits(self, response: Any) -> bool:
+        """A body whose declared, unencoded length is within the limit can be read at once."""
+        length = response.headers.get("content-length")
+        return (
+            length is not None
+            and length.isdigit()
+            and int(length) <= self.limit
+            and "content-encoding" not in response.headers
+        )
+
+    def whole(self, route: str, response: Any, body: bytes) -> _Event:
+        """A stream request answered with a whole body (an error, or a server ignoring
+        ``stream``): one final chunk, checked like a non-stream body."""
+        self.complete(route, response, body, False)
+        return _Event(body, part="other", finish=True)
+
+    def reader(self, route: str, response: Any) -> _Reader:
+        parser = _SSEParser(self.upstreams[route].wire, self.limit)
+        return _Reader(route, response, parser, self.secrets)
+
+    def inner(self, request: Any, route: str | None, cache: dict[Any, Any], sync: bool) -> Any:
+        """The transport that sends for ``route`` (None: a request passed through).
+
+        One pool per upstream: a provider that hangs can fill its own pool, never the one a
+        healthy fallback is served from.
+        """
+        upstream = self.upstreams.get(route) if route else None
+        if upstream is not None and upstream.transport is not None:
+            return upstream.transport
+        name = type(request).__module__.partition(".")[0]
+        transport = cache.get((name, route))
+        if transport is None:
+            module = importlib.import_module(name)
+            transport = cache[(name, route)] = (
+                module.HTTPTransport() if sync else module.AsyncHTTPTransport()
+            )
+        return transport
+
+    def scrubbed(self, exc: BaseException) -> BaseException:
+        """``exc`` with every configured secret taken out of its message and notes (in place:
+        it keeps its type and traceback), before the engine, the spans or the client see it."""
+        if not self.secrets:
+            return exc
+        for error in _causes(exc):
+            if any(isinstance(a, str) and _has_secret(a, self.secrets) for a in error.args):
+                error.args = tuple(
+                    scrub(a, self.secrets) if isinstance(a, str) else a for a in error.args
+                )
+            notes = getattr(error, "__notes__", None)
+            if isinstance(notes, list):
+                notes[:] = [scrub(n, self.secrets) if isinstance(n, str) else n for n in notes]
+        return exc
+
+
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and what it was raised from or during, bounded and cycle-safe."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen and len(seen) < 16:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def _has_secret(text: str, secrets: tuple[str, ...]) -> bool:
+    return any(s in text for s in secrets)
+
+
+def _target(base_url: str) -> tuple[tuple[str, str, int], str]:
+    """The origin (scheme, host, port) and the path (no trailing slash) of a base URL."""
+    parts = urlsplit(base_url)
+    scheme = parts.scheme.lower()
+    origin = (scheme, (parts.hostname or "").lower(), parts.port or _DEFAULT_PORTS.get(scheme, 0))
+    return origin, parts.path.rstrip("/")
+
+
+def _origin_of(url: Any) -> tuple[str, str, int]:
+    scheme = str(url.scheme).lower()
+    return scheme, str(url.host).lower(), url.port or _DEFAULT_PORTS.get(scheme, 0)
+
+
+def _timeouts(current: Any, attempt: Attempt) -> dict[str, float | None]:
+    base = dict(current) if isinstance(current, dict) else {}
+
+    def smaller(a: float | None, b: float | None) -> float | None:
+        return b if a is None else a if b is None else min(a, b)
+
+    total = attempt.timeout
+    read = smaller(attempt.read_timeout, total)
+    return {
+        "connect": smaller(base.get("connect"), total),
+        "read": smaller(base.get("read"), read),
+        "write": smaller(base.get("write"), total),
+        "pool": smaller(base.get("pool"), total),
+    }
+
+
+def _error_response(request: Any, status: int, message: str) -> Any:
+    """An error in the shape the SDKs read, for requests swerve cannot route (no retry storm)."""
+    body = json.dumps({"error": {"message": message, "type": "invalid_request_error"}})
+    module = _module_of(request)
+    return module.Response(
+        status,
+        headers=[("content-type", "application/json")],
+        content=body.encode(),
+        request=request,
+    )
