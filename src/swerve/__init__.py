@@ -23,7 +23,7 @@ from ._engine import (
 )
 from ._redis import RedisHealth
 from ._routes import Route
-from .failures import Failure, FailureKind, classify
+from .failures import Classifier, Failure, FailureKind, UpstreamError, classify
 from .health import HealthStore, MemoryHealth
 from .telemetry import Telemetry
 
@@ -40,6 +40,7 @@ __all__ = [
     "Attempt",
     "AttemptRecord",
     "BreakerConfig",
+    "Classifier",
     "ConfigError",
     "Failover",
     "FailoverStream",
@@ -56,6 +57,7 @@ __all__ = [
     "StreamReset",
     "StreamSpec",
     "Telemetry",
+    "UpstreamError",
     "__version__",
     "classify",
 ]

@@ -7,20 +7,26 @@ import logging
 import math
 import os
 import threading
-from typing import Annotated, Literal, Self
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 
 from pydantic import (
     AliasChoices,
     BaseModel,
     ConfigDict,
     Field,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
     ValidationError,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
+    field_serializer,
     field_validator,
+    model_serializer,
     model_validator,
 )
 
 from ._routes import Route
-from .failures import FailureKind
+from .failures import FailureKind, FailurePredicate
 
 __all__ = [
     "DEFAULT_ACTIONS",
@@ -80,6 +86,21 @@ NonNegInt = Annotated[int, Field(ge=0, le=MAX_COUNT, strict=True)]
 MAX_SECONDS = 7 * 24 * 3600.0
 PosFloat = Annotated[float, Field(gt=0, le=MAX_SECONDS, allow_inf_nan=False)]
 NonNegFloat = Annotated[float, Field(ge=0, le=MAX_SECONDS, allow_inf_nan=False)]
+
+
+def _keep_predicate(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    """``fallback_on`` parsed once: a function is kept as it is, anything else must be a set
+    of statuses (all a JSON document can give)."""
+    if callable(value):
+        return value
+    return handler(value)
+
+
+if TYPE_CHECKING:
+    FallbackOn = frozenset[int] | FailurePredicate
+else:  # pydantic validates (and documents) the status list; a function passes as it is
+    FallbackOn = Annotated[frozenset[int], WrapValidator(_keep_predicate)]
+
 # How many field errors one ConfigError lists; a document with thousands of bad keys would
 # otherwise make a message (and a log line) of unbounded length.
 _MAX_ERRORS = 5
@@ -139,11 +160,14 @@ class FallbackConfig(BaseModel):
         default_factory=dict, validation_alias=AliasChoices("on_failure", "onFailure")
     )
     """Failure kind -> ``retry``, ``swap`` or ``surface``, over :data:`DEFAULT_ACTIONS`."""
-    fallback_on: frozenset[int] = Field(
+    fallback_on: FallbackOn = Field(
         default=DEFAULT_FALLBACK_ON,
         validation_alias=AliasChoices("fallback_on", "fallbackOnErrors"),
     )
-    """HTTP statuses (as a response or inside a stream) that qualify for retry and swap."""
+    """HTTP statuses (as a response or inside a stream) that qualify for retry and swap; or,
+    from Python, a function ``(Failure) -> bool`` asked about every failure (True: act on it
+    by its kind's action, as a listed status does; False: surface it). A function is left out
+    of a JSON dump (``model_dump_json``): JSON can only hold the status list."""
     max_swaps: NonNegInt = Field(
         default=2, validation_alias=AliasChoices("max_swaps", "maxFallbackAttempts")
     )
@@ -234,7 +258,9 @@ class FallbackConfig(BaseModel):
 
     @field_validator("fallback_on")
     @classmethod
-    def _statuses(cls, value: frozenset[int]) -> frozenset[int]:
+    def _statuses(cls, value: FallbackOn) -> FallbackOn:
+        if callable(value):
+            return value
         bad = sorted(s for s in value if not 100 <= s <= 599)
         if bad:
             # A few, and none of unbounded length: JSON allows integers of thousands of digits.
@@ -242,6 +268,19 @@ class FallbackConfig(BaseModel):
             more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
             raise ValueError(f"not HTTP statuses: {', '.join(shown)}{more}")
         return value
+
+    @field_serializer("fallback_on")
+    def _dump_fallback_on(self, value: FallbackOn, info: SerializationInfo) -> object:
+        if callable(value):
+            return None if info.mode_is_json() else value  # dropped below from JSON
+        return sorted(value) if info.mode_is_json() else value
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> object:
+        data = handler(self)
+        if info.mode_is_json() and callable(self.fallback_on) and isinstance(data, dict):
+            data.pop("fallback_on", None)  # a function has no JSON form
+        return data
 
     @property
     def enabled(self) -> bool:

@@ -41,10 +41,11 @@ from ._steps import Admit, Claim, Steps, run_async, run_sync
 from .failures import (
     AttemptTimeout,
     CircuitOpenError,
+    Classifier,
+    Classifiers,
     Failure,
     FailureKind,
     IncompleteStreamError,
-    classify,
 )
 from .health import (
     Admission,
@@ -265,6 +266,9 @@ class Failover:
     ``max_swaps=0``, calls pass straight through: one attempt, nothing added.
     ``health``: where cooldowns and breakers live; by default one in-memory store per process,
     shared by every Failover, so a route degraded by one wrapper is skipped by all.
+    ``classifiers``: functions ``(exception) -> Failure | None`` tried in order before the
+    built-in :func:`~swerve.failures.classify`; the first Failure wins. One that raises counts
+    as None (logged once), so it never masks the upstream's error.
     """
 
     def __init__(
@@ -280,7 +284,9 @@ class Failover:
         sleep: Callable[[float], None] = time.sleep,
         async_sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         random: Callable[[], float] = _random.random,
+        classifiers: Iterable[Classifier] = (),
     ) -> None:
+        self._classify = Classifiers(classifiers)
         self._fixed = config
         self._env = None if config is not None else EnvConfig(env_var)
         self._generation = 0
@@ -709,7 +715,7 @@ class _Call:
         self, exc: BaseException, discarded: Counter[str] | None = None
     ) -> Steps[policy.Decision]:
         """Account for a failed attempt and decide what comes next."""
-        failure = classify(exc)
+        failure = self.fo._classify(exc)
         config = self.config
         qualifying = policy.qualifies(config, failure)
         aborted = isinstance(exc, _ABORTS)
@@ -770,7 +776,7 @@ class _Call:
 
     def failed_mid_stream(self, exc: BaseException, partial: tuple[object, ...]) -> MidStreamError:
         """A live stream broke after output reached the consumer: degrade, report, surface."""
-        failure = classify(exc)
+        failure = self.fo._classify(exc)
         qualifying = policy.qualifies(self.config, failure)
         self._record_health(Outcome.FAILURE if qualifying else Outcome.NEUTRAL)
         self._end_attempt("failure", failure)
@@ -807,7 +813,7 @@ class _Call:
         self._release_probe()  # the call ended on an error of its own, not the route's
         if not self.span.is_recording():
             return
-        failure = classify(
+        failure = self.fo._classify(
             exc.__cause__ if isinstance(exc, MidStreamError) and exc.__cause__ else exc
         )
         self._summarise({ERROR_TYPE: failure.error_type})
@@ -1003,7 +1009,7 @@ class _StreamBase(Generic[C]):
         decision = yield from run.failed(exc, state.discarded(including_delivered=state.committed))
         if isinstance(decision, GiveUp):
             if state.committed:  # restart mode with nowhere to restart: as in "error" mode
-                failure = run.records[-1].failure or classify(exc)
+                failure = run.records[-1].failure or run.fo._classify(exc)
                 error = MidStreamError(failed_route, run.requested, failure, tuple(state.delivered))
                 raise error from exc
             raise exc

@@ -400,7 +400,7 @@ def _config_check(file: Path | None, var: str | None) -> int:
         print("max_swaps is 0: swerve is off, calls pass straight through.")
     print(
         f"retries per route: {config.max_retries}, swaps per call: {config.max_swaps}, "
-        f"statuses: {sorted(config.fallback_on)}"
+        f"statuses: {_statuses(config)}"
     )
     print(
         f"cooldown: {config.cooldown_s:g}s, doubling per failed probe up to "
@@ -423,6 +423,12 @@ def _config_check(file: Path | None, var: str | None) -> int:
     return 0
 
 
+def _statuses(config: FallbackConfig) -> str:
+    if callable(config.fallback_on):  # only from Python: a JSON config holds a status list
+        return "decided by a fallback_on function"
+    return str(sorted(config.fallback_on))
+
+
 _ACTION_TEXT = {"retry": "retry, then swap", "swap": "swap at once", "surface": "surface"}
 
 
@@ -438,7 +444,7 @@ def _policy_table(config: FallbackConfig) -> list[tuple[str, str]]:
             what += f" (waits a Retry-After up to {config.retry_after_max_s:g}s; longer swaps)"
         listed = [
             str(status)
-            for status in sorted(config.fallback_on)
+            for status in ([] if callable(config.fallback_on) else sorted(config.fallback_on))
             if status_kind(status) is kind and act == "surface" and kind not in config.on_failure
         ]
         if listed:

@@ -12,15 +12,17 @@ import contextlib
 import email.utils
 import errno
 import json
+import logging
 import math
 import re
 import socket
 import time
 from collections import deque
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, replace
 from datetime import UTC
 from enum import StrEnum
+from typing import Protocol
 
 from swerve._redact import redact
 
@@ -29,11 +31,14 @@ __all__ = [
     "RETRY_AFTER_MAX_S",
     "AttemptTimeout",
     "CircuitOpenError",
+    "Classifier",
     "Failure",
     "FailureKind",
+    "FailurePredicate",
     "InStreamError",
     "IncompleteStreamError",
     "MalformedStreamError",
+    "UpstreamError",
     "classify",
     "parse_retry_after",
     "status_kind",
@@ -83,6 +88,48 @@ class Failure:
     code: str | None = None
     message: str = ""
     error_type: str = "unknown"
+
+
+FailurePredicate = Callable[[Failure], bool]
+"""``FallbackConfig.fallback_on`` as a function: True acts on the failure (by its kind's
+action, as a listed status does), False surfaces it."""
+
+
+class Classifier(Protocol):
+    """A user rule for ``Failover(classifiers=...)``: the :class:`Failure` an exception stands
+    for, or None to leave it to the next rule (and finally to :func:`classify`)."""
+
+    def __call__(self, error: BaseException, /) -> Failure | None: ...
+
+
+class UpstreamError(Exception):
+    """Raise this from a hand-written ``fn`` to say how the upstream failed.
+
+    ``UpstreamError(503)`` classifies exactly as an HTTP 503 would (its kind, ``error.type``
+    ``"503"``, the statuses in ``fallback_on``); ``retry_after`` is read like a Retry-After
+    header (negative is 0, at most a week, then capped by the config); ``code`` and
+    ``message`` are read like an error body's (``code="overloaded_error"`` without a status
+    counts as a 529, a message saying the prompt is too long is a context overflow).
+    """
+
+    def __init__(
+        self,
+        status: int | None = None,
+        *,
+        retry_after: float | None = None,
+        message: str = "",
+        code: str | None = None,
+    ) -> None:
+        if status is not None and (
+            not isinstance(status, int) or isinstance(status, bool) or not 100 <= status <= 599
+        ):
+            raise ValueError(f"UpstreamError status must be 100-599, not {status!r}")
+        self.status = status
+        self.retry_after = retry_after
+        self.message = message
+        self.code = code
+        default = f"upstream error {status}" if status is not None else "upstream error"
+        super().__init__(message or default)
 
 
 class InStreamError(Exception):
@@ -326,6 +373,8 @@ def _from_exception(exc: BaseException, in_stream: bool) -> Failure | None:
         )
     if isinstance(exc, InStreamError):
         return _from_payload(exc.payload, in_stream=True, fallback_message=_exc_message(exc))
+    if isinstance(exc, UpstreamError):
+        return _from_upstream_error(exc, in_stream)
     if isinstance(exc, MalformedStreamError | json.JSONDecodeError):
         # An SDK that cannot decode a chunk raises JSONDecodeError from inside its stream:
         # the upstream sent something that is not its protocol, which is the route's fault.
@@ -363,6 +412,20 @@ def _from_exception(exc: BaseException, in_stream: bool) -> Failure | None:
     if isinstance(body, Mapping) and (payload := _read_payload(body)) is not None:
         return _from_parts(None, payload, _exc_message(exc), None, in_stream=True)
     return None
+
+
+def _from_upstream_error(exc: UpstreamError, in_stream: bool) -> Failure:
+    """What an HTTP error with this status, Retry-After and error body would classify as."""
+    code = exc.code if isinstance(exc.code, str) and exc.code else None
+    message = exc.message if isinstance(exc.message, str) else ""
+    payload = None
+    if code is not None or message:
+        payload = _Payload(None, code[:_TOKEN_CHARS] if code else None, None, message, "", None)
+    failure = _from_parts(exc.status, payload, _exc_message(exc), None, in_stream=in_stream)
+    delay = _delay(exc.retry_after)
+    if delay is None:
+        return failure
+    return replace(failure, retry_after=_bounded(delay))
 
 
 def _from_response(response: object, in_stream: bool) -> Failure:
@@ -609,3 +672,57 @@ def _describe(obj: object) -> str:
     return (
         redact(obj) if isinstance(obj, str) else f"unrecognised error object {type(obj).__name__}"
     )
+
+
+# --- user rules ----------------------------------------------------------------------------
+
+_log = logging.getLogger("swerve")
+
+
+class Classifiers:
+    """User classifiers tried in order before :func:`classify`; the first Failure wins.
+
+    A classifier that raises (or returns something that is not a Failure) counts as having
+    returned None, and is logged once at WARNING: a bug in a rule never masks the upstream
+    error. swerve's own errors (a timeout it enforced, an open breaker) and cancellation are
+    not offered to the rules: they mean the same whatever the upstream.
+    """
+
+    __slots__ = ("_rules", "_warned")
+
+    def __init__(self, rules: Iterable[Classifier] = ()) -> None:
+        self._rules = tuple(rules)
+        for rule in self._rules:
+            if not callable(rule):
+                raise TypeError(f"a classifier must be callable, not {type(rule).__name__}")
+        self._warned: set[int] = set()
+
+    def __call__(self, error: BaseException, *, in_stream: bool = False) -> Failure:
+        if self._rules and isinstance(error, Exception) and not isinstance(error, _OWN_ERRORS):
+            for index, rule in enumerate(self._rules):
+                try:
+                    failure = rule(error)
+                except Exception as problem:
+                    what = f"raised {type(problem).__name__}: {_exc_message(problem)}"
+                    self._warn(index, rule, what)
+                    continue
+                if failure is None:
+                    continue
+                if isinstance(failure, Failure):
+                    return failure
+                self._warn(index, rule, f"returned {type(failure).__name__}, not a Failure")
+        return classify(error, in_stream=in_stream)
+
+    def _warn(self, index: int, rule: Classifier, what: str) -> None:
+        if index in self._warned:
+            return
+        self._warned.add(index)
+        name = getattr(rule, "__qualname__", None) or type(rule).__qualname__
+        _log.warning(
+            "swerve: classifier %s %s; ignored (treated as None), the built-in rules apply",
+            redact(str(name), _TOKEN_CHARS),
+            redact(what),
+        )
+
+
+_OWN_ERRORS = (AttemptTimeout, CircuitOpenError)

@@ -6,13 +6,15 @@ tested exhaustively. The engine owns time; both its sync and async paths ask thi
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable, Container, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 
 from ._config import Action, FallbackConfig, FallbackMap
-from .failures import Failure, FailureKind, status_kind
+from ._redact import redact
+from .failures import Failure, FailureKind, FailurePredicate, status_kind
 
 __all__ = [
     "Decision",
@@ -73,16 +75,61 @@ def action(config: FallbackConfig, failure: Failure) -> Action:
     there that the defaults would surface (401, 402, 400, ...) is the route's fault because
     the config says so: it swaps, once the failure says no more than its status does (a
     context overflow or a content filter on a listed 400 still surfaces).
+
+    A predicate ``fallback_on`` is asked about every failure but a cancellation and an open
+    breaker (swerve's own, which keep their actions): False surfaces it, True gives it the
+    action a listed status would. A predicate that raises counts as False (logged once).
     """
     kind, status = failure.kind, failure.status
-    if status is None:
+    rule = config.fallback_on
+    if callable(rule):
+        if kind in _OWN_KINDS:
+            return config.action(kind)
+        if not _asks(rule, failure):
+            return "surface"
+    elif status is None:
         return config.action(kind)
-    if status not in config.fallback_on:
+    elif status not in rule:
         return "surface"
     act = config.action(kind)
-    if act == "surface" and kind not in config.on_failure and kind is status_kind(status):
+    if (
+        act == "surface"
+        and status is not None
+        and kind not in config.on_failure
+        and kind is status_kind(status)
+    ):
         return "swap"
     return act
+
+
+_OWN_KINDS = frozenset({FailureKind.ABORTED, FailureKind.BREAKER_OPEN})
+_log = logging.getLogger("swerve")
+_WARNED_MAX = 64  # predicates warned about, by id: a bound, not a registry
+_warned: set[int] = set()
+
+
+def _asks(rule: FailurePredicate, failure: Failure) -> bool:
+    try:
+        return bool(rule(failure))
+    except Exception as problem:
+        # A bug in the rule must not replace the upstream's error: that error surfaces.
+        if id(rule) not in _warned and len(_warned) < _WARNED_MAX:
+            _warned.add(id(rule))
+            name = getattr(rule, "__qualname__", None) or type(rule).__qualname__
+            _log.warning(
+                "swerve: fallback_on predicate %s raised %s: %s; the failure surfaces",
+                redact(str(name), 64),
+                type(problem).__name__,
+                redact(_text(problem)),
+            )
+        return False
+
+
+def _text(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception:
+        return ""
 
 
 def qualifies(config: FallbackConfig, failure: Failure) -> bool:
