@@ -904,3 +904,17 @@ def test_tool_results_nested_deeper_than_the_api_reads_are_not_walked() -> None:
 
 
 TEXT_BLANK_MARKED = {"type": "text", "text": "", "cache_control": {"type": "ephemeral"}}
+
+
+def test_a_message_without_a_readable_role_is_left_as_sent() -> None:
+    # Found by fuzzing: a blank-only message whose role was a list (holding a signed thinking
+    # block) was dropped whole, signed reasoning with it. A message swerve cannot read is the
+    # API's to refuse, untouched.
+    thinking = {"type": "thinking", "thinking": "", "signature": "EqQBCkYIBxgCKkD" + "x" * 40}
+    message = {
+        "role": [thinking],
+        "content": [{"type": "text", "text": "", "cache_control": {"type": "ephemeral"}}],
+    }
+    body = {"model": "claude-x", "messages": [message]}
+    out, report = fix_empty_text_cache(body, "anthropic")
+    assert out == body and report is None

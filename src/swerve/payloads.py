@@ -340,6 +340,8 @@ class _CachePlan:
                 self._message(message, ("messages", i))
 
     def _message(self, message: Mapping[str, Any], path: _Path) -> None:
+        if not isinstance(message.get("role"), str):
+            return  # a message swerve cannot read is the API's to refuse, as sent
         content = message.get("content")
         if not isinstance(content, list) or not self._blocks(content, (*path, "content")):
             return
