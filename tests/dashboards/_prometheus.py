@@ -6,44 +6,18 @@ from __future__ import annotations
 import json
 import math
 import queue
-import shutil
-import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import IO, Any
 
 import httpx
 
-T = TypeVar("T")
+from .._local import binary, free_port, wait_for
+
 WORKLOAD = Path(__file__).with_name("workload.py")
-
-
-def wait_for(what: str, check: Callable[[], T | None], timeout: float, poll: float = 0.2) -> T:
-    """Call ``check`` until it returns something truthy; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(poll)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def binary(name: str) -> str:
-    path = shutil.which(name)
-    assert path, f"{name} is not installed: ./scripts/test installs it (Debian package prometheus)"
-    return path
 
 
 class Lines:

@@ -6,43 +6,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
-import socket
 import subprocess
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
 
 import redis
 
-T = TypeVar("T")
-
-
-def wait_for(what: str, check: Callable[[], T | None], timeout: float, poll: float = 0.02) -> T:
-    """Call ``check`` until it returns something truthy; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(poll)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def binary(name: str) -> str:
-    path = shutil.which(name)
-    package = {"redis-server": "redis-server", "redis-cli": "redis-tools"}.get(name, name)
-    assert path, f"{name} is not installed: ./scripts/test installs it (Debian package {package})"
-    return path
+from .._local import binary, free_port, wait_for
 
 
 class RedisServer:
