@@ -47,7 +47,7 @@ import redis
 from _support import traced
 
 from swerve import Attempt, BreakerConfig, Failover, FallbackConfig, MemoryHealth, RedisHealth
-from swerve.health import HealthStore
+from swerve._health import HealthStore
 from swerve.testing import FakeProvider, Fault
 
 PROCESSES = 4

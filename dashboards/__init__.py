@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Final
 
-from swerve import telemetry as _t
+from swerve import _telemetry as _t
 
 __all__ = ["HERE", "PROMETHEUS_NAMES", "label"]
 

@@ -18,7 +18,7 @@ from grafana_foundation_sdk.models import common
 from grafana_foundation_sdk.models import dashboard as model
 from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 
-from swerve import telemetry as t
+from swerve import _telemetry as t
 
 from . import PROMETHEUS_NAMES, label
 from .rules import unavailable

@@ -38,8 +38,8 @@ from typing import Any, Final
 import yaml
 
 from swerve import FallbackConfig
-from swerve import telemetry as t
-from swerve.policy import next_route
+from swerve import _telemetry as t
+from swerve._policy import next_route
 
 from . import PROMETHEUS_NAMES, label
 

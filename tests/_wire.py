@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 
 from swerve import Attempt, StreamSpec
-from swerve.failures import InStreamError
+from swerve._failures import InStreamError
 from swerve.testing import FakeProvider
 
 DONE: dict[str, Any] = {"done": True}

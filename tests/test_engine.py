@@ -14,8 +14,8 @@ import httpx
 import pytest
 
 from swerve import FallbackConfig, MemoryHealth, MidStreamError, StreamReset
-from swerve.failures import AttemptTimeout, CircuitOpenError, FailureKind
-from swerve.health import CooldownRule
+from swerve._failures import AttemptTimeout, CircuitOpenError, FailureKind
+from swerve._health import CooldownRule
 from swerve.testing import FakeProvider, Fault, Reply
 
 from . import _wire
@@ -253,7 +253,7 @@ def test_breaker_rejection_is_a_failure_that_swaps(
     config = FallbackConfig(fallbacks={P: F}, breaker={"half_open_probes": 1, "open_s": 5})
     fo = make_failover(config)
     # Force the breaker open, let its one half-open probe out, and call while it is taken.
-    from swerve.health import Outcome
+    from swerve._health import Outcome
 
     for _ in range(10):
         health.record(P, Outcome.FAILURE, clock.now, config.breaker, probe=False)

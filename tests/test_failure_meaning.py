@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from swerve import Attempt, Failover, FallbackConfig, MemoryHealth, Result, StreamReset
-from swerve.failures import FailureKind, InStreamError
+from swerve._failures import FailureKind, InStreamError
 from swerve.testing import FakeClock, FakeProvider, Fault, Reply
 
 from . import _wire

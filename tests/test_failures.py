@@ -1,4 +1,4 @@
-"""Tests for swerve.failures.classify / parse_retry_after and swerve._redact.redact."""
+"""Tests for swerve._failures.classify / parse_retry_after and swerve._redact.redact."""
 
 from __future__ import annotations
 
@@ -16,8 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from swerve._redact import redact
-from swerve.failures import (
+from swerve._failures import (
     KNOWN_ERROR_TYPES,
     RETRY_AFTER_MAX_S,
     AttemptTimeout,
@@ -29,6 +28,7 @@ from swerve.failures import (
     classify,
     parse_retry_after,
 )
+from swerve._redact import redact
 
 K = FailureKind
 URL = "https://api.example.test/v1/chat/completions"

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import pytest
 
 from swerve import BreakerConfig, MemoryHealth
-from swerve.health import (
+from swerve._health import (
     STEP_TOLERANCE_S,
     Admission,
     BreakerState,

@@ -1,4 +1,4 @@
-"""swerve.payloads: exact request bodies in, exact request bodies out."""
+"""swerve._payloads: exact request bodies in, exact request bodies out."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from swerve.payloads import (
+from swerve._payloads import (
     CacheFix,
     Downgrade,
     WireName,

@@ -1,4 +1,4 @@
-"""docs/telemetry.md, swerve.telemetry and what a run emits must agree, both ways."""
+"""docs/telemetry.md, swerve._telemetry and what a run emits must agree, both ways."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from swerve import (
     StreamSpec,
     Telemetry,
 )
-from swerve import telemetry as names
+from swerve import _telemetry as names
 from swerve.testing import FakeProvider, Fault, Reply
 
 from . import _wire

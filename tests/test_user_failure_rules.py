@@ -27,10 +27,9 @@ from swerve import (
     FallbackConfig,
     MemoryHealth,
     UpstreamError,
-    classify,
 )
-from swerve.failures import RETRY_AFTER_MAX_S
-from swerve.policy import action
+from swerve._failures import RETRY_AFTER_MAX_S, classify
+from swerve._policy import action
 from swerve.testing import FakeClock
 
 P, F = "primary/model-a", "fallback/model-b"

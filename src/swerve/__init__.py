@@ -6,44 +6,35 @@ every decision as OpenTelemetry spans, events and metrics.
 """
 
 import logging
-from importlib.metadata import PackageNotFoundError, version
 
 from ._config import BreakerConfig, ConfigError, FallbackConfig
 from ._engine import (
-    AsyncFailoverStream,
     Attempt,
     AttemptRecord,
     Failover,
-    FailoverStream,
     MidStreamError,
     PartKind,
     Result,
     StreamReset,
     StreamSpec,
 )
+from ._failures import Classifier, Failure, FailureKind, UpstreamError
+from ._health import HealthStore, MemoryHealth
 from ._redis import RedisHealth
 from ._routes import Route
-from .failures import Classifier, Failure, FailureKind, UpstreamError, classify
-from .health import HealthStore, MemoryHealth
-from .telemetry import Telemetry
-
-try:
-    __version__ = version("swerve")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree
-    __version__ = "0.0.0"
+from ._telemetry import Telemetry
+from ._version import __version__
 
 # A library logs; the application decides where to (the logging HOWTO's advice).
 logging.getLogger("swerve").addHandler(logging.NullHandler())
 
 __all__ = [
-    "AsyncFailoverStream",
     "Attempt",
     "AttemptRecord",
     "BreakerConfig",
     "Classifier",
     "ConfigError",
     "Failover",
-    "FailoverStream",
     "Failure",
     "FailureKind",
     "FallbackConfig",
@@ -59,5 +50,4 @@ __all__ = [
     "Telemetry",
     "UpstreamError",
     "__version__",
-    "classify",
 ]

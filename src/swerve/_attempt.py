@@ -13,10 +13,10 @@ from typing import Any
 
 from ._config import FallbackConfig
 from ._engine import Attempt, PartKind, StreamSpec
+from ._failures import AttemptTimeout, InStreamError, MalformedStreamError
 from ._redact import REDACTED
 from ._sse import _Event, _interpret, _SSEParser
 from ._upstream import Upstream
-from .failures import AttemptTimeout, InStreamError, MalformedStreamError
 
 _AUTH_HEADERS = frozenset({"authorization", "x-api-key", "api-key"})
 # Upstream.headers whose values are secrets (redacted wherever an upstream echoes them).

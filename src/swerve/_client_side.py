@@ -10,16 +10,16 @@ import httpx
 
 from ._attempt import _Chunk, _ErrorInBody, _Malformed, _module_of, _redacted, _response, _returned
 from ._engine import AsyncFailoverStream, FailoverStream, MidStreamError
-from ._routing import _Core
-from ._sse import _Event
-from ._upstream import ResponseTooLarge, UpstreamStatusError
-from .failures import (
+from ._failures import (
     AttemptTimeout,
     CircuitOpenError,
     IncompleteStreamError,
     InStreamError,
     MalformedStreamError,
 )
+from ._routing import _Core
+from ._sse import _Event
+from ._upstream import ResponseTooLarge, UpstreamStatusError
 
 
 def _given_up(request: Any, error: Exception, core: _Core, started: float) -> Any:

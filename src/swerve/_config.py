@@ -25,8 +25,8 @@ from pydantic import (
     model_validator,
 )
 
+from ._failures import FailureKind, FailurePredicate
 from ._routes import Route
-from .failures import FailureKind, FailurePredicate
 
 __all__ = [
     "DEFAULT_ACTIONS",

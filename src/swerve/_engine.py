@@ -34,11 +34,9 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
-from . import policy
+from . import _policy as policy
 from ._config import DEFAULT_ENV_VAR, EnvConfig, FallbackConfig
-from ._routes import Route
-from ._steps import Admit, Claim, Steps, run_async, run_sync
-from .failures import (
+from ._failures import (
     AttemptTimeout,
     CircuitOpenError,
     Classifier,
@@ -47,7 +45,7 @@ from .failures import (
     FailureKind,
     IncompleteStreamError,
 )
-from .health import (
+from ._health import (
     Admission,
     Admitted,
     CooldownRule,
@@ -55,8 +53,10 @@ from .health import (
     MemoryHealth,
     Outcome,
 )
-from .policy import GiveUp, GiveUpReason, Retry, Swap
-from .telemetry import (
+from ._policy import GiveUp, GiveUpReason, Retry, Swap
+from ._routes import Route
+from ._steps import Admit, Claim, Steps, run_async, run_sync
+from ._telemetry import (
     ATTEMPT_OUTCOME,
     ATTEMPT_PROBE,
     CALL_ATTEMPTS,
@@ -267,7 +267,7 @@ class Failover:
     ``health``: where cooldowns and breakers live; by default one in-memory store per process,
     shared by every Failover, so a route degraded by one wrapper is skipped by all.
     ``classifiers``: functions ``(exception) -> Failure | None`` tried in order before the
-    built-in :func:`~swerve.failures.classify`; the first Failure wins. One that raises counts
+    built-in :func:`~swerve._failures.classify`; the first Failure wins. One that raises counts
     as None (logged once), so it never masks the upstream's error.
     """
 

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from ._config import FallbackConfig
-from .health import MemoryHealth
+from ._health import MemoryHealth
 from .httpx import ROUTE_HEADER, SWITCH_HEADER, FailoverTransport, Upstream
 
 __all__ = ["Probe", "probe"]

@@ -27,7 +27,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from . import _redis_scripts as scripts
 from ._config import BreakerConfig
-from .health import (
+from ._health import (
     Admission,
     Admitted,
     BreakerState,
@@ -39,7 +39,7 @@ from .health import (
     Outcome,
     RouteHealth,
 )
-from .telemetry import Telemetry, default_telemetry
+from ._telemetry import Telemetry, default_telemetry
 
 __all__ = ["RedisHealth", "safe_url"]
 

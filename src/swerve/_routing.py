@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from . import payloads
+from . import _payloads as payloads
 from ._attempt import (
     _AUTH_HEADERS,
     _ErrorInBody,
@@ -25,11 +25,11 @@ from ._attempt import (
 )
 from ._config import FallbackConfig
 from ._engine import Attempt, Failover
+from ._policy import next_route
 from ._redact import scrub
 from ._routes import Route
 from ._sse import _Event, _SSEParser
 from ._upstream import _ENDPOINTS, ROUTE_HEADER, SWITCH_HEADER, Upstream, UpstreamStatusError
-from .policy import next_route
 
 # What a client may authenticate itself with: meant for the host it addressed, so never sent to
 # another one (see _Core.build).

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from ._config import BreakerConfig
-    from .health import HealthStore
+    from ._health import HealthStore
 
 __all__ = ["Admit", "Ask", "Claim", "Steps", "run_async", "run_sync"]
 

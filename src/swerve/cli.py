@@ -16,14 +16,14 @@ from opentelemetry.sdk.trace import SpanProcessor
 
 from ._config import DEFAULT_ENV_VAR, ConfigError, FallbackConfig
 from ._engine import HEALTH_PREFIX_VAR, HEALTH_URL_VAR
-from .failures import FailureKind, status_kind
-from .policy import next_route
+from ._failures import FailureKind, status_kind
+from ._policy import next_route
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.metrics import MeterProvider
     from rich.console import Console
 
-    from .health import RouteHealth
+    from ._health import RouteHealth
 
 __all__ = ["main"]
 
@@ -338,7 +338,7 @@ def _column_widths(
 
 def _row(h: RouteHealth, now: float) -> tuple[str, str, str, str, str, str]:
     """A route's line in `swerve routes`: route, state, until, breaker, why (and a style)."""
-    from .health import BreakerState
+    from ._health import BreakerState
 
     if h.degraded_until is not None:
         state, style = ("drained", "yellow") if h.reason == "drained" else ("cooling", "red")
@@ -535,9 +535,9 @@ def _run_demo(
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
     from ._engine import Attempt, Failover, StreamSpec
-    from .failures import InStreamError
-    from .health import MemoryHealth
-    from .telemetry import Telemetry
+    from ._failures import InStreamError
+    from ._health import MemoryHealth
+    from ._telemetry import Telemetry
     from .testing import FakeProvider, Fault, Reply
 
     scale = 0.1 if fast else 1.0

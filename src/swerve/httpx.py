@@ -27,6 +27,8 @@ from ._attempt import _SPEC, _Chunk, _Head, _is_stream, _Limits, _module_of, _re
 from ._client_side import _byte_stream, _given_up
 from ._config import FallbackConfig
 from ._engine import Attempt, Failover
+from ._failures import AttemptTimeout
+from ._health import HealthStore
 from ._routes import Route
 from ._routing import _SWERVE_PREFIX, _Core, _Plan
 from ._upstream import (
@@ -37,8 +39,6 @@ from ._upstream import (
     UpstreamStatusError,
     Wire,
 )
-from .failures import AttemptTimeout
-from .health import HealthStore
 
 __all__ = [
     "ROUTE_HEADER",

@@ -20,7 +20,8 @@ import pytest
 
 from dashboards import HERE, PROMETHEUS_NAMES
 from dashboards.rules import Timing, alert_rules, render
-from swerve import FallbackConfig, telemetry
+from swerve import FallbackConfig
+from swerve import _telemetry as telemetry
 
 from ._prometheus import Prometheus, Workload, wait_for
 

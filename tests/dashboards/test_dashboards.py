@@ -24,8 +24,8 @@ from dashboards.__main__ import main as generate
 from dashboards.__main__ import shipped_rules
 from dashboards.rules import alert_rules, chain, render
 from swerve import FallbackConfig, MemoryHealth, RedisHealth, Telemetry
-from swerve import telemetry as names
-from swerve.health import CooldownRule
+from swerve import _telemetry as names
+from swerve._health import CooldownRule
 
 from ._prometheus import binary, free_port
 

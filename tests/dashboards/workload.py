@@ -26,7 +26,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from prometheus_client import CollectorRegistry, start_http_server
 
 from swerve import Attempt, Failover, FallbackConfig, MemoryHealth, StreamSpec, Telemetry
-from swerve.failures import InStreamError
+from swerve._failures import InStreamError
 from swerve.testing import FakeProvider, Fault
 
 PACE_S = 0.05  # between calls

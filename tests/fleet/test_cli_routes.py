@@ -20,8 +20,8 @@ from typing import TypeVar
 import pytest
 
 from swerve import BreakerConfig, Failover, FallbackConfig, RedisHealth
+from swerve._health import BreakerState, CooldownRule, Outcome, RouteHealth
 from swerve.cli import _duration_arg, main
-from swerve.health import BreakerState, CooldownRule, Outcome, RouteHealth
 from swerve.testing import TelemetryRecorder
 
 from ._servers import RedisServer, free_port, wait_for

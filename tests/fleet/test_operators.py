@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from swerve import BreakerConfig, Failover, FallbackConfig, RedisHealth
-from swerve.health import CooldownRule
+from swerve._health import CooldownRule
 from swerve.testing import FakeProvider, Fault
 
 from ._fleet import F, P

@@ -19,9 +19,9 @@ import pytest
 from opentelemetry.trace import NoOpTracerProvider
 
 from swerve import Attempt, Failover, FallbackConfig, MemoryHealth, StreamSpec, Telemetry
-from swerve import telemetry as names
-from swerve.failures import InStreamError
-from swerve.health import DEFAULT_MAX_ROUTES
+from swerve import _telemetry as names
+from swerve._failures import InStreamError
+from swerve._health import DEFAULT_MAX_ROUTES
 from swerve.testing import FakeClock, TelemetryRecorder
 
 from ._measure import rss_mb

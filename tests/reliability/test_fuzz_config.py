@@ -24,8 +24,8 @@ from hypothesis import strategies as st
 from swerve import ConfigError, FallbackConfig
 from swerve._cli_file import CliFile, load, read
 from swerve._config import EnvConfig
+from swerve._policy import backoff, wait_bound, walk
 from swerve._routes import Route
-from swerve.policy import backoff, wait_bound, walk
 
 from ._measure import fuzz
 

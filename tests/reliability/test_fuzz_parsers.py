@@ -21,8 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from swerve import FallbackConfig
-from swerve._sse import _Event, _SSEParser
-from swerve.failures import (
+from swerve._failures import (
     KNOWN_ERROR_TYPES,
     RETRY_AFTER_MAX_S,
     AttemptTimeout,
@@ -36,8 +35,9 @@ from swerve.failures import (
     parse_retry_after,
     status_kind,
 )
+from swerve._policy import Retry, Swap, decide
+from swerve._sse import _Event, _SSEParser
 from swerve.httpx import ResponseTooLarge
-from swerve.policy import Retry, Swap, decide
 
 from ._measure import DEADLINE, fuzz
 

@@ -40,7 +40,7 @@ import pytest
 from httpx_aiohttp import AiohttpTransport
 
 from swerve import BreakerConfig, Failover, FallbackConfig, MemoryHealth, Result
-from swerve.failures import AttemptTimeout, CircuitOpenError
+from swerve._failures import AttemptTimeout, CircuitOpenError
 from swerve.testing import FakeProvider, Fault, Reply, TelemetryRecorder
 
 from ._measure import open_fds, rss_mb

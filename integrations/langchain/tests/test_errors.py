@@ -12,7 +12,7 @@ from pydantic import BaseModel, ValidationError
 from swerve_langchain._errors import translate, unwrap
 
 from swerve import MidStreamError, Route
-from swerve.failures import Failure, FailureKind, classify
+from swerve._failures import Failure, FailureKind, classify
 
 
 def _through(exc: BaseException) -> Failure:

@@ -35,7 +35,7 @@ from swerve_langchain import RESET_KEY, FailoverChatModel, FailoverMiddleware, w
 from test_chat_model import MODES, run
 
 from swerve import Failover, FallbackConfig, MemoryHealth, MidStreamError
-from swerve.failures import MalformedStreamError
+from swerve._failures import MalformedStreamError
 from swerve.testing import FakeProvider, Fault, Reply
 
 # A route whose requests a time limit cuts: its own provider, so a request that lingers on the

@@ -11,7 +11,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from ..telemetry import Telemetry
+from .._telemetry import Telemetry
 
 __all__ = ["FakeClock", "TelemetryRecorder"]
 

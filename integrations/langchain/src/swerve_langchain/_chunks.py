@@ -9,7 +9,7 @@ from langchain_core.messages import BaseMessage
 from langchain_core.outputs import ChatGenerationChunk, ChatResult
 
 from swerve import PartKind, StreamSpec
-from swerve.failures import IncompleteStreamError
+from swerve._failures import IncompleteStreamError
 
 from ._errors import ProviderStreamError, classifiable
 

@@ -1,4 +1,4 @@
-"""What LangChain integrations raise, made readable to :func:`swerve.failures.classify`.
+"""What LangChain integrations raise, made readable to :func:`swerve._failures.classify`.
 
 The openai and anthropic SDK errors (and langchain-openai / langchain-anthropic's
 ``ModelError`` subclasses of them) carry ``status_code`` and ``body``, which the core reads
@@ -29,7 +29,7 @@ from langchain_core import exceptions as lc_exc
 from pydantic import ValidationError
 
 from swerve import MidStreamError
-from swerve.failures import IncompleteStreamError, InStreamError, MalformedStreamError, classify
+from swerve._failures import IncompleteStreamError, InStreamError, MalformedStreamError, classify
 
 __all__ = ["ProviderStreamError", "translate", "unwrap"]
 

@@ -7,7 +7,7 @@ Two fixes, both pure (the input list and its messages are never modified):
   ``cache_control`` marker one of them carried moves to the nearest earlier block that may
   carry it. Anthropic rejects markers on empty blocks (and, relayed, the blocks themselves);
   langchain-anthropic silently drops such blocks together with their marker, which loses the
-  cache breakpoint. This is the message-level twin of :func:`swerve.payloads.fix_empty_text_cache`.
+  cache breakpoint. This is the message-level twin of :func:`swerve._payloads.fix_empty_text_cache`.
 * :func:`adapt_for_target`: when the call moved to another route, Anthropic prompt-caching
   markers are removed for targets that are neither Anthropic nor Claude (as LangChain's
   ``ModelFallbackMiddleware`` does) and kept otherwise; signed reasoning written by another
@@ -26,7 +26,7 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 
-from swerve.payloads import is_claude
+from swerve._payloads import is_claude
 
 __all__ = ["CacheFix", "Target", "adapt_for_target", "fix_empty_text_cache", "target_of"]
 

@@ -23,10 +23,11 @@ from opentelemetry.semconv.attributes import http_attributes as _http
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
-from .failures import Failure
+from ._failures import Failure
+from ._version import __version__
 
 if TYPE_CHECKING:
-    from .health import BreakerTransition, HealthStore
+    from ._health import BreakerTransition, HealthStore
 
 __all__ = ["INSTRUMENTATION_NAME", "Telemetry"]
 
@@ -191,7 +192,6 @@ class Telemetry:
         *,
         record_messages: bool = False,
     ) -> None:
-        from . import __version__
 
         self.tracer = trace.get_tracer(INSTRUMENTATION_NAME, __version__, tracer_provider)
         meter = metrics.get_meter(INSTRUMENTATION_NAME, __version__, meter_provider)

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from ._config import Action, FallbackConfig, FallbackMap
+from ._failures import Failure, FailureKind, FailurePredicate, status_kind
 from ._redact import redact
-from .failures import Failure, FailureKind, FailurePredicate, status_kind
 
 __all__ = [
     "Decision",
