@@ -16,7 +16,6 @@ seeded generators; the figures are the mean and the worst over them.
 from __future__ import annotations
 
 import argparse
-import random
 import statistics
 
 import httpx
@@ -31,10 +30,8 @@ def outage(
     fake: FakeProvider, client: httpx.Client, config: FallbackConfig, seconds: float, every: float,
     seed: int,
 ) -> tuple[int, float]:  # fmt: skip
-    clock = FakeClock()
-    failover = Failover(
-        config, MemoryHealth(), random=random.Random(seed).random, **clock.failover_kwargs()
-    )
+    clock = FakeClock(random_value=None, seed=seed)  # real jitter, the same on every run
+    failover = Failover(config, MemoryHealth(), clock=clock)
 
     def complete(attempt: Attempt) -> str:
         url = f"{fake.url(attempt.route.provider)}/v1/chat/completions"

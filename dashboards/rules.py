@@ -39,7 +39,7 @@ import yaml
 
 from swerve import FallbackConfig
 from swerve import _telemetry as t
-from swerve._policy import next_route
+from swerve._policy import walk
 
 from . import PROMETHEUS_NAMES, label
 
@@ -89,12 +89,7 @@ def chain(config: FallbackConfig, requested: str) -> list[str]:
     The engine starts a call on the first route of this walk that is neither cooling down nor
     behind an open breaker, and on ``requested`` itself when none is left: then the call fails.
     """
-    routes: list[str] = []
-    route: str | None = requested
-    while route is not None and route not in routes:  # the engine's cycle guard
-        routes.append(route)
-        route = next_route(config, requested, route)
-    return routes
+    return list(walk(config, requested, requested))
 
 
 def unavailable(by: str, selector: str = "") -> str:

@@ -41,8 +41,7 @@ def make_failover(otel: Otel, clock: FakeClock, health: MemoryHealth):  # type: 
         params: dict[str, object] = {
             "health": health,
             "telemetry": otel.telemetry,
-            "random": lambda: 1.0,
-            **clock.failover_kwargs(),
+            "clock": clock,
         }
         params.update(kwargs)
         return Failover(config, **params)  # type: ignore[arg-type]

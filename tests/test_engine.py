@@ -1,5 +1,10 @@
 """The engine against real httpx and the fake provider: the seed's sequences, cooldowns,
-breakers, streams, timeouts, cancellation, config reload and the off switch."""
+breakers, streams, timeouts, cancellation, config reload and the off switch.
+
+Every behaviour is written once and run in both modes (the ``mode`` fixture): sync through
+``call``, ``stream`` and ``collect`` on an ``httpx.Client``, async through ``acall`` and
+``astream`` on an ``httpx.AsyncClient``.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +12,23 @@ import asyncio
 import json
 import logging
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import httpx
 import pytest
 
-from swerve import FallbackConfig, MemoryHealth, MidStreamError, StreamReset
+from swerve import (
+    Attempt,
+    Failover,
+    FallbackConfig,
+    MemoryHealth,
+    MidStreamError,
+    Result,
+    StreamReset,
+    StreamSpec,
+)
 from swerve._failures import AttemptTimeout, CircuitOpenError, FailureKind
 from swerve._health import CooldownRule
 from swerve.testing import FakeProvider, Fault, Reply
@@ -22,6 +37,228 @@ from . import _wire
 from .conftest import FakeClock, Otel
 
 P, F = "primary/model-a", "fallback/model-b"
+Chunks = Callable[[Attempt], Iterator[Any]]
+
+
+class WallClock(FakeClock):
+    """Real time, for limits that must really expire; backoffs are still recorded, not slept."""
+
+    def time(self) -> float:
+        return time.time()
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+
+class FailingRandomClock(FakeClock):
+    """A clock whose jitter cannot be drawn: the failover decision itself fails."""
+
+    def random(self) -> float:
+        raise ArithmeticError("a policy that cannot compute")
+
+
+class Driver:
+    """Runs one engine operation in the test's mode. Async operations each run in their own
+    event loop on their own ``httpx.AsyncClient``; a hand-written sync chunk function is
+    turned into an async one that yields to the loop between chunks."""
+
+    def __init__(self, mode: str, fake: FakeProvider) -> None:
+        self.mode = mode
+        self.fake = fake
+
+    @property
+    def sync(self) -> bool:
+        return self.mode == "sync"
+
+    def __repr__(self) -> str:
+        return self.mode
+
+    def call(
+        self,
+        fo: Failover,
+        route: str = P,
+        *,
+        before: Callable[[Attempt], None] | None = None,
+        pin: bool = False,
+        on_client: Callable[[Any], None] | None = None,
+    ) -> Result[str]:
+        """One unary call over the wire; ``before(attempt)`` runs first on every attempt."""
+        fake = self.fake
+
+        def step(attempt: Attempt) -> None:
+            if before is not None:
+                before(attempt)
+
+        if self.sync:
+            with httpx.Client() as c:
+                if on_client is not None:
+                    on_client(c)
+
+                def fn(attempt: Attempt) -> str:
+                    step(attempt)
+                    return _wire.complete(c, fake, attempt)
+
+                return fo.call(route, fn, pin=pin)
+
+        async def go() -> Result[str]:
+            async with httpx.AsyncClient() as ac:
+                if on_client is not None:
+                    on_client(ac)
+
+                async def afn(attempt: Attempt) -> str:
+                    step(attempt)
+                    return await _wire.acomplete(ac, fake, attempt)
+
+                return await fo.acall(route, afn, pin=pin)
+
+        return asyncio.run(go())
+
+    def stream(
+        self,
+        fo: Failover,
+        route: str = P,
+        *,
+        fn: Chunks | None = None,
+        spec: StreamSpec[Any] | None = _wire.SPEC,
+        mid_stream: Any = "error",
+        out: list[Any] | None = None,
+        take: int | None = None,
+    ) -> Any:
+        """Consume a stream (over the wire unless ``fn`` is given); its chunks go to ``out`` as
+        they arrive. ``take``: stop after that many chunks and close the stream. Returns it."""
+        got: list[Any] = [] if out is None else out
+        fake = self.fake
+        if self.sync:
+            with httpx.Client() as c:
+                stream = fo.stream(
+                    route, fn or (lambda a: _wire.chunks(c, fake, a)), spec, mid_stream=mid_stream
+                )
+                for chunk in stream:
+                    got.append(chunk)
+                    if len(got) == take:
+                        stream.close()
+                        break
+            return stream
+
+        async def go() -> Any:
+            async with httpx.AsyncClient() as ac:
+                afn = _async_chunks(fn) if fn else (lambda a: _wire.achunks(ac, fake, a))
+                astream = fo.astream(route, afn, spec, mid_stream=mid_stream)
+                async for chunk in astream:
+                    got.append(chunk)
+                    if len(got) == take:
+                        await astream.aclose()
+                        break
+            return astream
+
+        return asyncio.run(go())
+
+    def collect(self, fo: Failover, *, fn: Chunks | None = None) -> Result[list[Any]]:
+        """The chunks of the attempt that completed. Sync: :meth:`Failover.collect`. Async has
+        no collect: an ``astream`` in restart mode, keeping what follows the last
+        :class:`StreamReset`, which is what a consumer that honours resets is left with."""
+        if self.sync:
+            with httpx.Client() as c:
+                return fo.collect(P, fn or (lambda a: _wire.chunks(c, self.fake, a)), _wire.SPEC)
+        chunks: list[Any] = []
+        stream = self.stream(fo, fn=fn, mid_stream="restart", out=chunks)
+        resets = [i for i, c in enumerate(chunks) if isinstance(c, StreamReset)]
+        result: Result[list[Any]] = stream.result(chunks[resets[-1] + 1 :] if resets else chunks)
+        return result
+
+    def concurrently(self, fo: Failover, n: int) -> list[str]:
+        """``n`` calls at once (threads, or tasks); the routes that answered."""
+        fake = self.fake
+        if self.sync:
+            results: list[str] = []
+            lock = threading.Lock()
+
+            def worker() -> None:
+                with httpx.Client() as c:
+                    r = fo.call(P, lambda a: _wire.complete(c, fake, a))
+                with lock:
+                    results.append(str(r.route))
+
+            threads = [threading.Thread(target=worker) for _ in range(n)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(timeout=10)
+            return results
+
+        async def go() -> list[str]:
+            async with httpx.AsyncClient() as ac:
+                done = await asyncio.gather(
+                    *[fo.acall(P, lambda a: _wire.acomplete(ac, fake, a)) for _ in range(n)]
+                )
+            return [str(r.route) for r in done]
+
+        return asyncio.run(go())
+
+    def abort(self, fo: Failover) -> None:
+        """The caller gives up on a call, then on a stream, while the primary hangs. Async
+        cancels the task once its request is in (and checks no task outlives it); sync code
+        is interrupted as Ctrl-C does, by a KeyboardInterrupt inside the attempt."""
+        fake = self.fake
+        if self.sync:
+
+            def interrupt(attempt: Attempt) -> str:
+                raise KeyboardInterrupt
+
+            def interrupted(attempt: Attempt) -> Iterator[dict[str, Any]]:
+                raise KeyboardInterrupt
+                yield {}  # a generator function: the interrupt comes at the first chunk
+
+            with pytest.raises(KeyboardInterrupt):
+                fo.call(P, interrupt)
+            stream = fo.stream(P, interrupted, _wire.SPEC)
+            with pytest.raises(KeyboardInterrupt):
+                next(stream)
+            return
+
+        async def go() -> None:
+            before = asyncio.all_tasks()
+            async with httpx.AsyncClient() as ac:
+                task = asyncio.create_task(fo.acall(P, lambda a: _wire.acomplete(ac, fake, a)))
+                assert await asyncio.to_thread(fake.wait_for_requests, "primary", 1, 5.0)
+                task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+                stream = fo.astream(P, lambda a: _wire.achunks(ac, fake, a), _wire.SPEC)
+                task = asyncio.create_task(anext(stream))  # type: ignore[arg-type]
+                assert await asyncio.to_thread(fake.wait_for_requests, "primary", 2, 5.0)
+                task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+            assert not [t for t in asyncio.all_tasks() - before if not t.done()]
+
+        asyncio.run(go())
+
+
+def _async_chunks(fn: Chunks) -> Callable[[Attempt], AsyncIterator[Any]]:
+    async def achunks(attempt: Attempt) -> AsyncIterator[Any]:
+        for chunk in fn(attempt):
+            await asyncio.sleep(0)
+            yield chunk
+
+    return achunks
+
+
+@pytest.fixture(params=["sync", "async"])
+def mode(request: pytest.FixtureRequest, fake: FakeProvider) -> Driver:
+    return Driver(str(request.param), fake)
+
+
+@pytest.fixture
+def make_failover(otel: Otel, clock: FakeClock, health: MemoryHealth) -> Callable[..., Failover]:
+    """A Failover on the test's clock, health store and in-memory telemetry."""
+
+    def make(config: FallbackConfig | None = None, **kwargs: Any) -> Failover:
+        params: dict[str, Any] = {"health": health, "telemetry": otel.telemetry, "clock": clock}
+        params.update(kwargs)
+        return Failover(config, **params)
+
+    return make
 
 
 @pytest.fixture
@@ -30,12 +267,6 @@ def fake() -> Iterator[FakeProvider]:
         server.set_reply("primary", Reply(text="from primary"))
         server.set_reply("fallback", Reply(text="from fallback"))
         yield server
-
-
-@pytest.fixture
-def client() -> Iterator[httpx.Client]:
-    with httpx.Client() as c:
-        yield c
 
 
 def cool(health: MemoryHealth, route: str, clock: FakeClock, seconds: float) -> None:
@@ -54,14 +285,14 @@ def seed_config(**kw: Any) -> FallbackConfig:
 
 # --- the seed's sequences ---------------------------------------------------------------------
 def test_both_routes_down_retries_swaps_bounces_and_surfaces(
-    make_failover: Any, fake: FakeProvider, client: httpx.Client, clock: FakeClock,
-    health: MemoryHealth, otel: Otel,
+    make_failover: Any, mode: Driver, fake: FakeProvider, clock: FakeClock, health: MemoryHealth,
+    otel: Otel,
 ) -> None:  # fmt: skip
     fo = make_failover(seed_config(max_retries=3, max_swaps=2))
     fake.set_fault("primary", Fault.status(503))
     fake.set_fault("fallback", Fault.status(503))
     with pytest.raises(httpx.HTTPStatusError) as info:
-        fo.call(P, lambda a: _wire.complete(client, fake, a))
+        mode.call(fo)
     assert info.value.response.status_code == 503
     # OpenRouter fails, 3 retries, swap, 3 retries, swap back (the last swap), 3 retries, error.
     assert (fake.requests("primary"), fake.requests("fallback")) == (8, 4)
@@ -78,12 +309,12 @@ def test_both_routes_down_retries_swaps_bounces_and_surfaces(
 
 
 def test_two_503s_then_the_fallback_answers_and_the_next_call_starts_there(
-    make_failover: Any, fake: FakeProvider, client: httpx.Client, clock: FakeClock,
-    health: MemoryHealth, otel: Otel,
+    make_failover: Any, mode: Driver, fake: FakeProvider, clock: FakeClock, health: MemoryHealth,
+    otel: Otel,
 ) -> None:  # fmt: skip
     fo = make_failover(seed_config(max_retries=1))
     fake.script("primary", [Fault.status(503), Fault.status(503)])
-    result = fo.call(P, lambda a: _wire.complete(client, fake, a))
+    result = mode.call(fo)
     assert result.value == "from fallback"
     assert str(result.route) == F and str(result.requested) == P
     assert (result.retries, result.swaps) == (1, 1)
@@ -92,24 +323,24 @@ def test_two_503s_then_the_fallback_answers_and_the_next_call_starts_there(
     assert cooldown[1]["swerve.route"] == P and cooldown[1]["swerve.cooldown.seconds"] == 60
     # Call 2: no retries, straight to the fallback, no request to the primary.
     before = fake.requests("primary")
-    second = fo.call(P, lambda a: _wire.complete(client, fake, a))
+    second = mode.call(fo)
     assert str(second.route) == F and len(second.attempts) == 1
     assert fake.requests("primary") == before
     skipped = otel.events("swerve.route_skipped")
     assert [e[1]["swerve.route"] for e in skipped] == [P]
     # After the cooldown the primary is used again.
     clock.advance(61)
-    assert str(fo.call(P, lambda a: _wire.complete(client, fake, a)).route) == P
+    assert str(mode.call(fo).route) == P
 
 
 def test_each_swap_logs_a_trace_correlated_record(
-    make_failover: Any, fake: FakeProvider, client: httpx.Client, otel: Otel,
+    make_failover: Any, mode: Driver, fake: FakeProvider, otel: Otel,
     caplog: pytest.LogCaptureFixture,
 ) -> None:  # fmt: skip
     fo = make_failover(seed_config(max_retries=0))
     fake.script("primary", [Fault.status(503)])
     with caplog.at_level(logging.WARNING, logger="swerve"):
-        fo.call(P, lambda a: _wire.complete(client, fake, a))
+        mode.call(fo)
     (record,) = [r for r in caplog.records if "[model-fallback]" in r.getMessage()]
     assert record.getMessage() == f"[model-fallback] switched model from {P} to {F} (unavailable)"
     (call,) = otel.call_spans()
@@ -118,13 +349,13 @@ def test_each_swap_logs_a_trace_correlated_record(
 
 
 def test_failed_fallback_leaves_the_requested_route_on_the_error(
-    make_failover: Any, fake: FakeProvider, client: httpx.Client, otel: Otel
+    make_failover: Any, mode: Driver, fake: FakeProvider, otel: Otel
 ) -> None:
     fo = make_failover(seed_config(max_retries=0, max_swaps=1))
     fake.set_fault("primary", Fault.status(502))
     fake.set_fault("fallback", Fault.status(500))
     with pytest.raises(httpx.HTTPStatusError) as info:
-        fo.call(P, lambda a: _wire.complete(client, fake, a))
+        mode.call(fo)
     assert info.value.response.status_code == 500
     assert any(f"requested {P}" in n for n in info.value.__notes__)
     (call,) = otel.call_spans()
@@ -134,80 +365,72 @@ def test_failed_fallback_leaves_the_requested_route_on_the_error(
 
 # --- cooldowns ---------------------------------------------------------------------------------
 def test_cooldown_walk_with_a_cycle_starts_on_the_requested_route(
-    make_failover: Any, fake: FakeProvider, client: httpx.Client, clock: FakeClock,
-    health: MemoryHealth,
-) -> None:  # fmt: skip
+    make_failover: Any, mode: Driver, clock: FakeClock, health: MemoryHealth
+) -> None:
     third = "third/model-c"
     fo = make_failover(FallbackConfig(fallbacks={P: F, F: third, third: P}))
     for route in (P, F, third):
         cool(health, route, clock, 30)
-    result = fo.call(P, lambda a: _wire.complete(client, fake, a))
+    result = mode.call(fo)
     assert str(result.route) == P
     health.clear()
     cool(health, P, clock, 30)
     cool(health, F, clock, 30)
-    assert str(fo.call(P, lambda a: _wire.complete(client, fake, a)).route) == third
+    assert str(mode.call(fo).route) == third
 
 
 def test_refailure_extends_the_cooldown(
-    make_failover: Any, fake: FakeProvider, client: httpx.Client, clock: FakeClock,
-    health: MemoryHealth,
-) -> None:  # fmt: skip
+    make_failover: Any, mode: Driver, fake: FakeProvider, clock: FakeClock, health: MemoryHealth
+) -> None:
     fo = make_failover(FallbackConfig(fallbacks={P: F}, max_retries=0, cooldown_s=60))
     fake.set_fault("primary", Fault.status(503))
-    fo.call(P, lambda a: _wire.complete(client, fake, a))
+    mode.call(fo)
     first = cooling_until(health, P, clock)
     assert first == clock.now + 60
     clock.advance(59)
     # Pinned to the primary (no fallback for this route) while it is still cooling.
     pinned = make_failover(FallbackConfig(max_retries=0, cooldown_s=60))
     with pytest.raises(httpx.HTTPStatusError):
-        pinned.call(P, lambda a: _wire.complete(client, fake, a))
+        mode.call(pinned)
     assert cooling_until(health, P, clock) == clock.now + 60 > first  # type: ignore[operator]
 
 
 def test_retry_after_sets_the_cooldown_within_its_cap(
-    make_failover: Any, fake: FakeProvider, client: httpx.Client, clock: FakeClock,
-    health: MemoryHealth,
-) -> None:  # fmt: skip
+    make_failover: Any, mode: Driver, fake: FakeProvider, clock: FakeClock, health: MemoryHealth
+) -> None:
     config = FallbackConfig(fallbacks={P: F}, max_retries=0, cooldown_s=30, cooldown_max_s=600)
     fo = make_failover(config)
     fake.set_fault("primary", Fault.status(429, retry_after=300))
-    assert str(fo.call(P, lambda a: _wire.complete(client, fake, a)).route) == F
+    assert str(mode.call(fo).route) == F
     assert cooling_until(health, P, clock) == clock.now + 300
     # A server asking for a day is held to the longest cooldown; a probe checks after that.
     health.clear()
     fake.set_fault("primary", Fault.status(429, retry_after=86_400))
-    assert str(fo.call(P, lambda a: _wire.complete(client, fake, a)).route) == F
+    assert str(mode.call(fo).route) == F
     assert cooling_until(health, P, clock) == clock.now + 600
 
 
 def test_not_qualifying_errors_surface_at_once_without_cooldown(
-    make_failover: Any, fake: FakeProvider, client: httpx.Client, clock: FakeClock,
-    health: MemoryHealth, otel: Otel,
+    make_failover: Any, mode: Driver, fake: FakeProvider, clock: FakeClock, health: MemoryHealth,
+    otel: Otel,
 ) -> None:  # fmt: skip
     fo = make_failover(seed_config())
     fake.set_fault("primary", Fault.context_overflow())
     with pytest.raises(httpx.HTTPStatusError):
-        fo.call(P, lambda a: _wire.complete(client, fake, a))
+        mode.call(fo)
     assert (fake.requests("primary"), fake.requests("fallback")) == (1, 0)
     assert P not in health.unavailable(clock.now)
     assert otel.events("swerve.swap_declined")[0][1]["swerve.reason"] == "not_qualifying"
 
 
 def test_a_recorded_effect_declines_retry_and_swap(
-    make_failover: Any, fake: FakeProvider, client: httpx.Client, clock: FakeClock,
-    health: MemoryHealth, otel: Otel,
+    make_failover: Any, mode: Driver, fake: FakeProvider, clock: FakeClock, health: MemoryHealth,
+    otel: Otel,
 ) -> None:  # fmt: skip
     fo = make_failover(seed_config())
     fake.set_fault("primary", Fault.status(503))
-
-    def step(attempt: Any) -> str:
-        attempt.record_effect("tool:send_email")
-        return _wire.complete(client, fake, attempt)
-
     with pytest.raises(httpx.HTTPStatusError):
-        fo.call(P, step)
+        mode.call(fo, before=lambda attempt: attempt.record_effect("tool:send_email"))
     assert (fake.requests("primary"), fake.requests("fallback")) == (1, 0)
     assert P in health.unavailable(clock.now)  # still the route's fault
     assert otel.events("swerve.swap_declined")[0][1]["swerve.reason"] == "effects"
@@ -215,7 +438,7 @@ def test_a_recorded_effect_declines_retry_and_swap(
 
 # --- breakers -----------------------------------------------------------------------------------
 def test_open_breaker_sends_calls_to_the_sibling_and_a_probe_closes_it(
-    make_failover: Any, fake: FakeProvider, client: httpx.Client, clock: FakeClock, otel: Otel
+    make_failover: Any, mode: Driver, fake: FakeProvider, clock: FakeClock, otel: Otel
 ) -> None:
     config = FallbackConfig(
         fallbacks={P: F}, max_retries=0, cooldown_s=0,
@@ -223,8 +446,8 @@ def test_open_breaker_sends_calls_to_the_sibling_and_a_probe_closes_it(
     )  # fmt: skip
     fo = make_failover(config)
     fake.script("primary", [Fault.status(503), Fault.status(503)])
-    fo.call(P, lambda a: _wire.complete(client, fake, a))
-    fo.call(P, lambda a: _wire.complete(client, fake, a))
+    mode.call(fo)
+    mode.call(fo)
     transitions = otel.events("swerve.breaker")
     assert [(e["swerve.breaker.from"], e["swerve.breaker.to"]) for _, e in transitions] == [
         ("closed", "open")
@@ -234,11 +457,11 @@ def test_open_breaker_sends_calls_to_the_sibling_and_a_probe_closes_it(
     gauge = dict((tuple(a.items()), v) for a, v in otel.metrics()["swerve.route.degraded"])
     assert gauge[(("swerve.route", P),)] == 1
     before = fake.requests("primary")
-    assert str(fo.call(P, lambda a: _wire.complete(client, fake, a)).route) == F
+    assert str(mode.call(fo).route) == F
     assert fake.requests("primary") == before
     # After open_s the breaker lets a probe through; it succeeds and closes the breaker.
     clock.advance(10)
-    assert str(fo.call(P, lambda a: _wire.complete(client, fake, a)).route) == P
+    assert str(mode.call(fo).route) == P
     assert [(e["swerve.breaker.to"]) for _, e in otel.events("swerve.breaker")] == [
         "open", "half_open", "closed",
     ]  # fmt: skip
@@ -247,9 +470,8 @@ def test_open_breaker_sends_calls_to_the_sibling_and_a_probe_closes_it(
 
 
 def test_breaker_rejection_is_a_failure_that_swaps(
-    make_failover: Any, fake: FakeProvider, client: httpx.Client, clock: FakeClock,
-    health: MemoryHealth,
-) -> None:  # fmt: skip
+    make_failover: Any, mode: Driver, clock: FakeClock, health: MemoryHealth
+) -> None:
     config = FallbackConfig(fallbacks={P: F}, breaker={"half_open_probes": 1, "open_s": 5})
     fo = make_failover(config)
     # Force the breaker open, let its one half-open probe out, and call while it is taken.
@@ -260,12 +482,7 @@ def test_breaker_rejection_is_a_failure_that_swaps(
     clock.advance(5)
     health.admit(P, clock.now, config.breaker)  # the probe slot is now in flight elsewhere
     seen: list[str] = []
-
-    def fn(attempt: Any) -> str:
-        seen.append(str(attempt.route))
-        return _wire.complete(client, fake, attempt)
-
-    result = fo.call(P, fn)
+    result = mode.call(fo, before=lambda attempt: seen.append(str(attempt.route)))
     assert str(result.route) == F and seen == [F]
     assert result.attempts[0].outcome == "rejected"
     assert result.attempts[0].failure is not None
@@ -275,12 +492,12 @@ def test_breaker_rejection_is_a_failure_that_swaps(
 
 # --- streams ------------------------------------------------------------------------------------
 def test_in_stream_error_before_content_swaps_invisibly(
-    make_failover: Any, fake: FakeProvider, client: httpx.Client, otel: Otel
+    make_failover: Any, mode: Driver, fake: FakeProvider, otel: Otel
 ) -> None:
     fo = make_failover(seed_config(max_retries=0))
     fake.set_fault("primary", Fault.error_before_content("openrouter", 503))
-    stream = fo.stream(P, lambda a: _wire.chunks(client, fake, a), _wire.SPEC)
-    out = list(stream)
+    out: list[Any] = []
+    stream = mode.stream(fo, out=out)
     assert not any(isinstance(c, StreamReset) for c in out)
     assert _wire.text(out) == "from fallback"
     # the role delta of the failed attempt never reached the consumer: one role delta only
@@ -298,16 +515,15 @@ def test_in_stream_error_before_content_swaps_invisibly(
 
 @pytest.mark.parametrize("style", ["openrouter", "openai"])
 def test_in_stream_error_after_content_raises_midstream_error(
-    make_failover: Any, fake: FakeProvider, client: httpx.Client, clock: FakeClock,
-    health: MemoryHealth, style: str,
+    make_failover: Any, mode: Driver, fake: FakeProvider, clock: FakeClock, health: MemoryHealth,
+    style: str,
 ) -> None:  # fmt: skip
     fo = make_failover(seed_config())
     fake.set_reply("primary", Reply(text="one two three four"))
     fake.set_fault("primary", Fault.error_after(2, style, 503))  # type: ignore[arg-type]
     got: list[Any] = []
     with pytest.raises(MidStreamError) as info:
-        for chunk in fo.stream(P, lambda a: _wire.chunks(client, fake, a), _wire.SPEC):
-            got.append(chunk)
+        mode.stream(fo, out=got)
     err = info.value
     assert str(err.route) == P and err.failure.status == 503 and err.failure.in_stream
     assert _wire.text(list(err.partial)) == "one two" == _wire.text(got)
@@ -316,14 +532,13 @@ def test_in_stream_error_after_content_raises_midstream_error(
 
 
 def test_restart_mode_resets_and_continues_on_the_sibling(
-    make_failover: Any, fake: FakeProvider, client: httpx.Client, otel: Otel
+    make_failover: Any, mode: Driver, fake: FakeProvider, otel: Otel
 ) -> None:
     fo = make_failover(seed_config(max_retries=0))
     fake.set_reply("primary", Reply(text="one two three"))
     fake.set_fault("primary", Fault.error_after(1, "openrouter", 503))
-    out = list(
-        fo.stream(P, lambda a: _wire.chunks(client, fake, a), _wire.SPEC, mid_stream="restart")
-    )
+    out: list[Any] = []
+    mode.stream(fo, mid_stream="restart", out=out)
     resets = [i for i, c in enumerate(out) if isinstance(c, StreamReset)]
     assert len(resets) == 1
     before, after = out[: resets[0]], out[resets[0] + 1 :]
@@ -335,51 +550,47 @@ def test_restart_mode_resets_and_continues_on_the_sibling(
 
 
 def test_stream_that_ends_without_finish_is_a_failure(
-    make_failover: Any, fake: FakeProvider, client: httpx.Client
+    make_failover: Any, mode: Driver, fake: FakeProvider
 ) -> None:
     fo = make_failover(seed_config(max_retries=0))
     fake.set_fault("primary", Fault.no_finish())
-    result = fo.collect(P, lambda a: _wire.chunks(client, fake, a), _wire.SPEC)
+    result = mode.collect(fo)
     assert _wire.text(result.value) == "from fallback"
     assert result.attempts[0].failure is not None
     assert result.attempts[0].failure.kind is FailureKind.INCOMPLETE
 
 
 def test_collect_never_returns_output_of_a_failed_attempt(
-    make_failover: Any, fake: FakeProvider, client: httpx.Client, otel: Otel
+    make_failover: Any, mode: Driver, fake: FakeProvider, otel: Otel
 ) -> None:
     fo = make_failover(seed_config(max_retries=0))
     fake.set_reply("primary", Reply(text="partial words here"))
     fake.set_fault("primary", Fault.drop_after(2))
-    result = fo.collect(P, lambda a: _wire.chunks(client, fake, a), _wire.SPEC)
+    result = mode.collect(fo)
     assert _wire.text(result.value) == "from fallback"
     (discarded,) = otel.events("swerve.partial_discarded")
     assert discarded[1]["swerve.discarded.text"] == 2
     assert discarded[1]["swerve.route"] == P
 
 
-@pytest.mark.anyio
-async def test_async_stream_before_and_after_content(
-    make_failover: Any, fake: FakeProvider
+def test_stream_before_and_after_content(
+    make_failover: Any, mode: Driver, fake: FakeProvider
 ) -> None:
     fo = make_failover(seed_config(max_retries=0))
-    async with httpx.AsyncClient() as ac:
-        fake.set_fault("primary", Fault.error_before_content("anthropic", 529))
-        fake.script("primary", [Fault.error_before_content("openrouter", 503)])
-        out = [c async for c in fo.astream(P, lambda a: _wire.achunks(ac, fake, a), _wire.SPEC)]
-        assert _wire.text(out) == "from fallback"
-        fake.set_fault("primary", Fault.error_after(1, "openrouter", 502))
-        fo2 = make_failover(seed_config(max_retries=0), health=MemoryHealth())
-        with pytest.raises(MidStreamError):
-            async for _ in fo2.astream(P, lambda a: _wire.achunks(ac, fake, a), _wire.SPEC):
-                pass
+    fake.set_fault("primary", Fault.error_before_content("anthropic", 529))
+    fake.script("primary", [Fault.error_before_content("openrouter", 503)])
+    out: list[Any] = []
+    mode.stream(fo, out=out)
+    assert _wire.text(out) == "from fallback"
+    fake.set_fault("primary", Fault.error_after(1, "openrouter", 502))
+    fo2 = make_failover(seed_config(max_retries=0), health=MemoryHealth())
+    with pytest.raises(MidStreamError):
+        mode.stream(fo2)
 
 
 # --- timeouts -----------------------------------------------------------------------------------
-REAL_TIME: dict[str, Any] = {}  # these use the real clock: limits must actually expire
-
-
-@pytest.mark.anyio
+# These run on real time: the limits must actually expire. Async code is cut at the limit (the
+# failure names it); sync code cannot be pre-empted, so the limit reaches httpx as its timeout.
 @pytest.mark.parametrize(
     ("fault", "limits", "expected"),
     [
@@ -387,155 +598,132 @@ REAL_TIME: dict[str, Any] = {}  # these use the real clock: limits must actually
         (Fault.slow(first_token_s=5), {"first_token_timeout_s": 0.2}, "first_token"),
     ],
 )
-async def test_async_stream_timeouts_fail_over(
-    make_failover: Any, fake: FakeProvider, fault: Fault, limits: dict[str, float], expected: str
-) -> None:
-    import time
-
-    fo = make_failover(
-        seed_config(max_retries=0, **limits), clock=time.time, monotonic=time.monotonic
-    )
+def test_stream_timeouts_fail_over(
+    make_failover: Any, mode: Driver, fake: FakeProvider, fault: Fault, limits: dict[str, float],
+    expected: str,
+) -> None:  # fmt: skip
+    fo = make_failover(seed_config(max_retries=0, **limits), clock=WallClock())
     fake.set_fault("primary", fault)
-    async with httpx.AsyncClient() as ac:
-        stream = fo.astream(P, lambda a: _wire.achunks(ac, fake, a), _wire.SPEC)
-        out = [c async for c in stream]
+    out: list[Any] = []
+    stream = mode.stream(fo, out=out)
     assert _wire.text(out) == "from fallback"
     failure = stream.attempts[0].failure
     assert failure is not None and failure.kind is FailureKind.TIMEOUT
-    assert failure.message.startswith(expected)
+    if not mode.sync:
+        assert failure.message.startswith(expected)
 
 
-@pytest.mark.anyio
-async def test_async_stall_after_content_is_a_midstream_timeout(
-    make_failover: Any, fake: FakeProvider, health: MemoryHealth
+def test_stall_after_content_is_a_midstream_timeout(
+    make_failover: Any, mode: Driver, fake: FakeProvider, health: MemoryHealth
 ) -> None:
-    import time
-
-    fo = make_failover(
-        seed_config(max_retries=0, stall_timeout_s=0.2), clock=time.time, monotonic=time.monotonic
-    )
+    fo = make_failover(seed_config(max_retries=0, stall_timeout_s=0.2), clock=WallClock())
     fake.set_reply("primary", Reply(text="one two three"))
     fake.set_fault("primary", Fault.slow(per_chunk_s=5))
-    async with httpx.AsyncClient() as ac:
-        with pytest.raises(MidStreamError) as info:
-            async for _ in fo.astream(P, lambda a: _wire.achunks(ac, fake, a), _wire.SPEC):
-                pass
+    with pytest.raises(MidStreamError) as info:
+        mode.stream(fo)
     assert info.value.failure.kind is FailureKind.TIMEOUT
-    assert info.value.failure.message.startswith("stall")
+    if not mode.sync:
+        assert info.value.failure.message.startswith("stall")
     assert P in health.unavailable(time.time())
 
 
-@pytest.mark.anyio
-async def test_async_deadline_ends_the_call(make_failover: Any, fake: FakeProvider) -> None:
-    import time
-
-    fo = make_failover(seed_config(deadline_s=0.3), clock=time.time, monotonic=time.monotonic)
+def test_deadline_ends_the_call(make_failover: Any, mode: Driver, fake: FakeProvider) -> None:
+    fo = make_failover(seed_config(deadline_s=0.3), clock=WallClock())
     fake.set_fault("primary", Fault.hang())
     fake.set_fault("fallback", Fault.hang())
-    async with httpx.AsyncClient() as ac:
-        with pytest.raises(AttemptTimeout) as info:
-            await fo.acall(P, lambda a: _wire.acomplete(ac, fake, a))
-    assert info.value.limit == "deadline"
+    with pytest.raises((AttemptTimeout, httpx.TimeoutException)) as info:
+        mode.call(fo)
+    if mode.sync:  # the deadline reached httpx as the attempt's timeout, and ended the call
+        assert isinstance(info.value, httpx.TimeoutException | AttemptTimeout)
+    else:
+        assert isinstance(info.value, AttemptTimeout) and info.value.limit == "deadline"
 
 
-def test_sync_attempt_timeout_reaches_the_client(
-    make_failover: Any, fake: FakeProvider, client: httpx.Client
-) -> None:
-    """Sync code cannot be pre-empted: the attempt's timeout is handed to httpx."""
+def test_attempt_timeout_fails_over(make_failover: Any, mode: Driver, fake: FakeProvider) -> None:
+    """Sync code cannot be pre-empted: the attempt's timeout is handed to httpx; async code is
+    cancelled at it."""
     fo = make_failover(seed_config(max_retries=0, attempt_timeout_s=0.2))
     fake.set_fault("primary", Fault.hang())
-    result = fo.call(P, lambda a: _wire.complete(client, fake, a))
+    result = mode.call(fo)
     assert result.value == "from fallback"
     failure = result.attempts[0].failure
     assert failure is not None and failure.kind is FailureKind.TIMEOUT
 
 
 # --- cancellation ---------------------------------------------------------------------------------
-@pytest.mark.anyio
-async def test_cancellation_never_swaps_and_leaks_nothing(
-    make_failover: Any, fake: FakeProvider, clock: FakeClock, health: MemoryHealth, otel: Otel
-) -> None:
+def test_cancellation_never_swaps_and_leaks_nothing(
+    make_failover: Any, mode: Driver, fake: FakeProvider, clock: FakeClock, health: MemoryHealth,
+    otel: Otel,
+) -> None:  # fmt: skip
     fo = make_failover(seed_config())
     fake.set_fault("primary", Fault.hang())
-    before = asyncio.all_tasks()
-    async with httpx.AsyncClient() as ac:
-        task = asyncio.create_task(fo.acall(P, lambda a: _wire.acomplete(ac, fake, a)))
-        assert await asyncio.to_thread(fake.wait_for_requests, "primary", 1, 5.0)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        stream = fo.astream(P, lambda a: _wire.achunks(ac, fake, a), _wire.SPEC)
-        task = asyncio.create_task(anext(stream))
-        assert await asyncio.to_thread(fake.wait_for_requests, "primary", 2, 5.0)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
+    mode.abort(fo)
     assert fake.requests("fallback") == 0
     assert P not in health.unavailable(clock.now)
     assert not otel.events("swerve.swap")
     outcomes = [s.attributes["swerve.attempt.outcome"] for s in otel.attempt_spans()]
     assert outcomes == ["aborted", "aborted"]
     assert len(otel.call_spans()) == 2
-    assert not [t for t in asyncio.all_tasks() - before if not t.done()]
 
 
 def test_consumer_stopping_early_closes_the_upstream(
-    make_failover: Any, fake: FakeProvider, client: httpx.Client, otel: Otel
+    make_failover: Any, mode: Driver, fake: FakeProvider, otel: Otel
 ) -> None:
     fo = make_failover(seed_config())
     fake.set_reply("primary", Reply(text="a b c d e f"))
-    stream = fo.stream(P, lambda a: _wire.chunks(client, fake, a), _wire.SPEC)
-    next(stream)
-    next(stream)
-    stream.close()
+    mode.stream(fo, take=2)
     assert len(otel.call_spans()) == 1 and len(otel.attempt_spans()) == 1
     assert fake.requests("fallback") == 0
 
 
 # --- config: reload and off ---------------------------------------------------------------------
 def test_config_reload_clears_cooldowns(
-    make_failover: Any, fake: FakeProvider, client: httpx.Client, clock: FakeClock,
-    health: MemoryHealth, monkeypatch: pytest.MonkeyPatch,
+    make_failover: Any, mode: Driver, fake: FakeProvider, clock: FakeClock, health: MemoryHealth,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     var = "SWERVE_TEST_RELOAD"
     monkeypatch.setenv(var, json.dumps({"fallbacks": {P: F}, "maxUpstreamRetryAttempts": 0}))
     fo = make_failover(None, env_var=var)
     fake.script("primary", [Fault.status(503)])
-    assert str(fo.call(P, lambda a: _wire.complete(client, fake, a)).route) == F
-    assert str(fo.call(P, lambda a: _wire.complete(client, fake, a)).route) == F  # cooling
+    assert str(mode.call(fo).route) == F
+    assert str(mode.call(fo).route) == F  # cooling
     monkeypatch.setenv(var, json.dumps({"fallbacks": {P: F}, "maxUpstreamRetryAttempts": 1}))
-    assert str(fo.call(P, lambda a: _wire.complete(client, fake, a)).route) == P
+    assert str(mode.call(fo).route) == P
     assert P not in health.unavailable(clock.now)
 
 
 @pytest.mark.parametrize("config", [None, FallbackConfig(fallbacks={P: F}, max_swaps=0)])
 def test_no_config_or_zero_swaps_passes_straight_through(
-    make_failover: Any, fake: FakeProvider, client: httpx.Client, otel: Otel,
+    make_failover: Any, mode: Driver, fake: FakeProvider, otel: Otel,
     monkeypatch: pytest.MonkeyPatch, config: FallbackConfig | None,
 ) -> None:  # fmt: skip
     monkeypatch.delenv("SWERVE_FALLBACK_CONFIG", raising=False)
     fo = make_failover(config)
     fake.set_fault("primary", Fault.status(503))
     with pytest.raises(httpx.HTTPStatusError) as info:
-        fo.call(P, lambda a: _wire.complete(client, fake, a))
+        mode.call(fo)
     assert not getattr(info.value, "__notes__", None)
     assert (fake.requests("primary"), fake.requests("fallback")) == (1, 0)
     assert otel.finished() == []
-    stream = list(fo.stream(P, lambda a: iter([1, 2]), None))
+    stream: list[Any] = []
+    mode.stream(fo, fn=lambda a: iter([1, 2]), spec=None, out=stream)
     assert stream == [1, 2]
 
 
 # --- telemetry nesting --------------------------------------------------------------------------
 def test_httpx_spans_nest_under_the_attempt_that_made_them(
-    make_failover: Any, fake: FakeProvider, otel: Otel
+    make_failover: Any, mode: Driver, fake: FakeProvider, otel: Otel
 ) -> None:
     from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
 
     fo = make_failover(seed_config(max_retries=0))
     fake.script("primary", [Fault.status(503)])
-    with httpx.Client() as c:
-        HTTPXClientInstrumentor.instrument_client(c, tracer_provider=otel.tracer_provider)
-        fo.call(P, lambda a: _wire.complete(c, fake, a))
+    mode.call(
+        fo,
+        on_client=lambda c: HTTPXClientInstrumentor.instrument_client(
+            c, tracer_provider=otel.tracer_provider
+        ),
+    )
     spans = otel.finished()
     attempts = otel.attempt_spans()
     http = [s for s in spans if s.name == "POST"]
@@ -549,96 +737,63 @@ def test_httpx_spans_nest_under_the_attempt_that_made_them(
     assert call.attributes["gen_ai.response.model"] == "model-b"
 
 
-def test_concurrent_sync_calls_share_health(
-    make_failover: Any, fake: FakeProvider, clock: FakeClock, health: MemoryHealth
+def test_concurrent_calls_share_health(
+    make_failover: Any, mode: Driver, fake: FakeProvider, clock: FakeClock, health: MemoryHealth
 ) -> None:
     fo = make_failover(seed_config(max_retries=0))
     fake.set_fault("primary", Fault.status(503))
-    results: list[str] = []
-    lock = threading.Lock()
-
-    def worker() -> None:
-        with httpx.Client() as c:
-            r = fo.call(P, lambda a: _wire.complete(c, fake, a))
-        with lock:
-            results.append(str(r.route))
-
-    threads = [threading.Thread(target=worker) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=10)
-    assert results == [F] * 8
+    assert mode.concurrently(fo, 8) == [F] * 8
     assert P in health.unavailable(clock.now)
 
 
 def test_pinned_call_neither_walks_nor_swaps(
-    make_failover: Any, fake: FakeProvider, client: httpx.Client, clock: FakeClock,
-    health: MemoryHealth,
-) -> None:  # fmt: skip
+    make_failover: Any, mode: Driver, fake: FakeProvider, clock: FakeClock, health: MemoryHealth
+) -> None:
     fo = make_failover(seed_config(max_retries=1))
     cool(health, P, clock, 60)  # a normal call would start on the fallback
-    assert str(fo.call(P, lambda a: _wire.complete(client, fake, a), pin=True).route) == P
+    assert str(mode.call(fo, pin=True).route) == P
     fake.set_fault("primary", Fault.status(503))
     with pytest.raises(httpx.HTTPStatusError):
-        fo.call(P, lambda a: _wire.complete(client, fake, a), pin=True)
+        mode.call(fo, pin=True)
     assert fake.requests("primary") == 3 and fake.requests("fallback") == 0  # 1 + 1 retry, no swap
-    assert str(fo.call(P, lambda a: _wire.complete(client, fake, a)).route) == F  # unpinned swaps
+    assert str(mode.call(fo).route) == F  # unpinned swaps
 
 
 # --- a decision that cannot be made, and hostile values in log lines --------------------------
-def _raising() -> float:
-    raise ArithmeticError("a policy that cannot compute")
-
-
-@pytest.mark.parametrize("mode", ["sync", "async"])
 @pytest.mark.parametrize(
-    ("config", "random"),
+    ("config", "clock"),
     [
         # A huge retry budget with a huge factor: the backoff must neither overflow nor sleep.
-        (seed_config(max_retries=400, backoff_factor=10, jitter=True), lambda: 1.0),
-        (seed_config(max_retries=2, jitter=True), lambda: float("inf")),  # a wait of inf
-        (seed_config(max_retries=2, jitter=True), _raising),  # the decision itself fails
+        (seed_config(max_retries=400, backoff_factor=10, jitter=True), FakeClock()),
+        (seed_config(max_retries=2, jitter=True), FakeClock(random_value=float("inf"))),
+        (seed_config(max_retries=2, jitter=True), FailingRandomClock()),  # the decision fails
     ],
     ids=["overflowing-backoff", "infinite-wait", "failing-decision"],
 )
 def test_the_upstream_error_surfaces_whatever_the_policy_computes(
-    make_failover: Any, fake: FakeProvider, clock: FakeClock, mode: str, config: FallbackConfig,
-    random: Any,
-) -> None:  # fmt: skip
-    fo = make_failover(config.model_copy(update={"fallbacks": {}}), random=random)
+    make_failover: Any, mode: Driver, fake: FakeProvider, config: FallbackConfig, clock: FakeClock
+) -> None:
+    fo = make_failover(config.model_copy(update={"fallbacks": {}}), clock=clock)
     fake.set_fault("primary", Fault.status(503))
-
-    def sync_call() -> None:
-        with httpx.Client() as c:
-            fo.call(P, lambda a: _wire.complete(c, fake, a))
-
-    async def async_call() -> None:
-        async with httpx.AsyncClient() as ac:
-            await fo.acall(P, lambda a: _wire.acomplete(ac, fake, a))
-
     with pytest.raises(httpx.HTTPStatusError) as caught:  # the provider's own error, unmasked
-        sync_call() if mode == "sync" else asyncio.run(async_call())
+        mode.call(fo)
     assert caught.value.response.status_code == 503
     # Every wait the engine took was finite and within the call's bound.
     assert all(0 <= s <= config.call_bound_s for s in clock.sleeps)
 
 
-@pytest.mark.anyio
-async def test_a_limit_already_past_reports_no_negative_duration(
-    make_failover: Any, clock: FakeClock
+def test_a_limit_already_past_reports_no_negative_duration(
+    make_failover: Any, mode: Driver, clock: FakeClock
 ) -> None:
     fo = make_failover(seed_config(fallbacks={}, attempt_timeout_s=5))
 
-    async def slow_chunks(_: Any) -> Any:
+    def slow_chunks(_: Attempt) -> Iterator[dict[str, int]]:
         for n in range(5):
-            await asyncio.sleep(0)
             clock.advance(3)  # each chunk arrives 3 s after the last: the limit passes
             yield {"n": n}
 
     with pytest.raises(MidStreamError) as caught:
-        async for _ in fo.astream(P, slow_chunks):
-            pass
+        mode.stream(fo, fn=slow_chunks, spec=None)
     cause = caught.value.__cause__
     assert isinstance(cause, AttemptTimeout) and cause.seconds >= 0
     assert "-" not in str(cause), str(cause)
@@ -661,9 +816,8 @@ def test_no_route_name_forges_or_colours_a_log_line(
     assert line.startswith("[model-fallback] switched model from evil/")
 
 
-@pytest.mark.parametrize("mode", ["sync", "async"])
 def test_a_break_after_the_finish_reason_is_a_whole_answer(
-    make_failover: Any, health: MemoryHealth, mode: str
+    make_failover: Any, mode: Driver, health: MemoryHealth
 ) -> None:
     # The answer said it finished; only [DONE] was lost: no swap, no cooldown, no error.
     fo = make_failover(seed_config(max_retries=0))
@@ -671,20 +825,13 @@ def test_a_break_after_the_finish_reason_is_a_whole_answer(
     stop = {"choices": [{"delta": {}, "finish_reason": "stop"}]}
     calls: list[str] = []
 
-    def chunks(attempt: Any) -> Iterator[dict[str, Any]]:
+    def chunks(attempt: Attempt) -> Iterator[dict[str, Any]]:
         calls.append(str(attempt.route))
         yield words
         yield stop
         raise httpx.RemoteProtocolError("peer closed connection without [DONE]")
 
-    async def achunks(attempt: Any) -> Any:
-        for chunk in chunks(attempt):
-            yield chunk
-
-    if mode == "sync":
-        result = fo.collect(P, chunks, _wire.SPEC)
-    else:
-        result = asyncio.run(fo.acollect(P, achunks, _wire.SPEC))
+    result = mode.collect(fo, fn=chunks)
     assert _wire.text(result.value) == "all of it"
     assert calls == [P] and str(result.route) == P
     assert [a.failure for a in result.attempts] == [None]

@@ -110,12 +110,12 @@ class Mode:
         if self.name == "sync":
             stream = fo.stream(route, lambda a: _wire.chunks(client, fake, a), _wire.SPEC, **kw)
             out = list(stream)
-            return out, stream._result(out)
+            return out, stream.result(out)
 
         async def run() -> tuple[list[Any], Result[list[Any]]]:
             astream = fo.astream(route, lambda a: _wire.achunks(aclient, fake, a), _wire.SPEC, **kw)
             out = [c async for c in astream]
-            return out, astream._result(out)
+            return out, astream.result(out)
 
         return self.runner.run(run())
 
@@ -259,7 +259,7 @@ def test_a_long_outage_returns_to_the_primary_sooner_than_a_fixed_60s_cooldown(
 
     def back_after(cfg: FallbackConfig, outage: float) -> float:
         clock = FakeClock()
-        fo = Failover(cfg, MemoryHealth(), telemetry=otel.telemetry, **clock.failover_kwargs())
+        fo = Failover(cfg, MemoryHealth(), telemetry=otel.telemetry, clock=clock)
         start = tick = clock.now
         fake.set_fault("primary", Fault.status(503))
         while tick - start < 2 * outage:
@@ -346,7 +346,7 @@ def test_no_call_outlives_its_documented_bound(
         jitter=False,
     )
     clock = FakeClock()
-    fo = Failover(cfg, MemoryHealth(), **clock.failover_kwargs())
+    fo = Failover(cfg, MemoryHealth(), clock=clock)
     calls = iter(range(1000))
 
     def upstream(attempt: Attempt) -> str:

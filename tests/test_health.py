@@ -10,13 +10,14 @@ import pytest
 
 from swerve import BreakerConfig, MemoryHealth
 from swerve._health import (
-    STEP_TOLERANCE_S,
     Admission,
     BreakerState,
     CooldownRule,
     HealthStore,
     Outcome,
 )
+from swerve._memory import STEP_TOLERANCE_S
+from swerve.testing import FakeClock
 
 R = "anthropic/claude-sonnet-5"
 CFG = BreakerConfig(
@@ -267,31 +268,28 @@ def test_half_open_never_has_more_probes_in_flight_than_configured_across_period
 
 # -- B13: cooldowns and breakers hold to their length whichever way the wall clock jumps --------
 @dataclass
-class SteppedClock:
-    """Monotonic time that only moves when the test says, and a wall clock that may also jump."""
+class SteppedClock(FakeClock):
+    """A FakeClock whose wall clock may also jump (by ``offset``); its monotonic time is
+    ``now``, which only moves when the test says."""
 
-    mono: float = 1000.0
-    offset: float = 1_800_000_000.0
+    offset: float = 0.0
 
-    def wall(self) -> float:
-        return self.mono + self.offset
-
-    def monotonic(self) -> float:
-        return self.mono
+    def time(self) -> float:
+        return self.now + self.offset
 
 
 @pytest.mark.parametrize("jump", [-3600.0, 3600.0])
 def test_a_cooldown_lasts_what_it_was_granted_when_the_wall_clock_steps(jump: float) -> None:
     clock = SteppedClock()
-    h = MemoryHealth(monotonic=clock.monotonic)
-    granted = h.cool_down(R, clock.wall(), CooldownRule(2, 60))
+    h = MemoryHealth(clock=clock)
+    granted = h.cool_down(R, clock.time(), CooldownRule(2, 60))
     assert granted.seconds == 2
-    clock.mono += 0.5
+    clock.advance(0.5)
     clock.offset += jump  # an NTP step, an operator, a resumed VM
-    assert R in h.unavailable(clock.wall())  # not ended by a forward step
-    clock.mono += 1.6  # 2.1 s after the cooldown began: over, whatever the wall clock says
-    assert R not in h.unavailable(clock.wall()) and h.probe_due(R, clock.wall())
-    snap = {r.route: r for r in h.snapshot(clock.wall())}[R]
+    assert R in h.unavailable(clock.time())  # not ended by a forward step
+    clock.advance(1.6)  # 2.1 s after the cooldown began: over, whatever the wall clock says
+    assert R not in h.unavailable(clock.time()) and h.probe_due(R, clock.time())
+    snap = {r.route: r for r in h.snapshot(clock.time())}[R]
     assert snap.recovering and snap.degraded_until is None
     assert h.steps == 1
 
@@ -299,18 +297,18 @@ def test_a_cooldown_lasts_what_it_was_granted_when_the_wall_clock_steps(jump: fl
 @pytest.mark.parametrize("jump", [-3600.0, 3600.0])
 def test_an_open_breaker_lasts_its_open_time_when_the_wall_clock_steps(jump: float) -> None:
     clock = SteppedClock()
-    h = MemoryHealth(monotonic=clock.monotonic)
-    _open(h, clock.wall())  # open for 10 s
-    clock.mono += 5
+    h = MemoryHealth(clock=clock)
+    _open(h, clock.time())  # open for 10 s
+    clock.advance(5)
     clock.offset += jump
-    assert h.admit(R, clock.wall(), CFG).admission is Admission.REJECTED
-    clock.mono += 5
-    probe = h.admit(R, clock.wall(), CFG)
+    assert h.admit(R, clock.time(), CFG).admission is Admission.REJECTED
+    clock.advance(5)
+    probe = h.admit(R, clock.time(), CFG)
     assert probe.admission is Admission.PROBE
-    t = h.record(R, Outcome.FAILURE, clock.wall(), CFG, probe=True, period=probe.period)
+    t = h.record(R, Outcome.FAILURE, clock.time(), CFG, probe=True, period=probe.period)
     # the times it reports are in the new wall time: absolute, as a shared store needs them
-    assert t is not None and t.open_until == pytest.approx(clock.wall() + 20)
-    until = {r.route: r for r in h.snapshot(clock.wall())}[R].breaker_until
+    assert t is not None and t.open_until == pytest.approx(clock.time() + 20)
+    until = {r.route: r for r in h.snapshot(clock.time())}[R].breaker_until
     assert until == t.open_until
 
 

@@ -1,5 +1,9 @@
 """The failover transport under real httpx / httpx2 clients and the real openai and anthropic
-SDKs, against the fake provider: every fault, both wires, sync and async, stream and not."""
+SDKs, against the fake provider: every fault, both wires, stream and not.
+
+Every behaviour is written once and runs twice: over ``FailoverTransport`` (``httpx.Client``,
+``openai.OpenAI``, ``anthropic.Anthropic``) and over ``AsyncFailoverTransport`` (their async
+twins), through the ``mode`` fixture's driver (tests/_drive.py)."""
 
 from __future__ import annotations
 
@@ -15,9 +19,10 @@ import openai
 import pytest
 
 from swerve import Failover, FallbackConfig, MemoryHealth
-from swerve.httpx import AsyncFailoverTransport, FailoverTransport, ResponseTooLarge, Upstream
+from swerve.httpx import FailoverTransport, ResponseTooLarge, Upstream
 from swerve.testing import FakeProvider, Fault, Reply
 
+from ._drive import Client, Mode
 from .conftest import FakeClock, Otel
 
 OR, BK = "openrouter/anthropic/claude-sonnet-5", "backup/claude-sonnet-5"  # OpenAI wire
@@ -53,19 +58,29 @@ def failover(make_failover: Any) -> Failover:
     return make_failover(CONFIG)  # type: ignore[no-any-return]
 
 
+@pytest.fixture(params=["sync", "async"])
+def mode(request: pytest.FixtureRequest) -> Iterator[Mode]:
+    """The sync transport and clients, or the async ones; what a test made is closed after."""
+    driver = Mode(request.param == "sync")
+    yield driver
+    driver.close()
+
+
 @pytest.fixture(params=["httpx", "httpx2"])
-def client(request: pytest.FixtureRequest, fake: FakeProvider, failover: Failover) -> Iterator[Any]:
+def client(
+    request: pytest.FixtureRequest, mode: Mode, fake: FakeProvider, failover: Failover
+) -> Client:
+    """A plain client of either flavour, sync or async, over the failover transport."""
     module = httpx if request.param == "httpx" else httpx2
-    with module.Client(transport=FailoverTransport(upstreams(fake), failover=failover)) as c:
-        yield c
+    return mode.client(upstreams(fake), failover=failover, module=module)
 
 
-def openai_json(client: Any, route: str = OR, **extra: Any) -> Any:
+def openai_json(client: Client, route: str = OR, **extra: Any) -> Any:
     body = {"model": route, "messages": MESSAGES, **extra}
     return client.post("http://swerve.invalid/v1/chat/completions", json=body)
 
 
-def openai_stream_text(client: Any, route: str = OR) -> str:
+def openai_stream_text(client: Client, route: str = OR) -> str:
     body = {"model": route, "messages": MESSAGES, "stream": True}
     out = []
     with client.stream("POST", "http://swerve.invalid/v1/chat/completions", json=body) as r:
@@ -80,7 +95,9 @@ def openai_stream_text(client: Any, route: str = OR) -> str:
 
 
 # --- plain clients, OpenAI wire ---------------------------------------------------------------
-def test_json_call_swaps_and_rewrites_url_auth_and_model(client: Any, fake: FakeProvider) -> None:
+def test_json_call_swaps_and_rewrites_url_auth_and_model(
+    client: Client, fake: FakeProvider
+) -> None:
     fake.set_fault("openrouter", Fault.status(503))
     r = openai_json(client)
     assert r.status_code == 200
@@ -108,7 +125,7 @@ def test_json_call_swaps_and_rewrites_url_auth_and_model(client: Any, fake: Fake
     ids=lambda f: f.kind + (f"-{f.style}" if "error" in f.kind else ""),
 )
 def test_stream_failures_before_content_are_invisible(
-    client: Any, fake: FakeProvider, fault: Fault
+    client: Client, fake: FakeProvider, fault: Fault
 ) -> None:
     fake.set_fault("openrouter", fault)
     assert openai_stream_text(client) == "from backup"
@@ -116,7 +133,7 @@ def test_stream_failures_before_content_are_invisible(
 
 @pytest.mark.parametrize("style", ["openrouter", "openai"])
 def test_error_event_after_content_reaches_the_client_as_it_was(
-    client: Any, fake: FakeProvider, failover: Failover, clock: FakeClock, style: str
+    client: Client, fake: FakeProvider, failover: Failover, clock: FakeClock, style: str
 ) -> None:
     fake.set_reply("openrouter", Reply(text="one two three"))
     fake.set_fault("openrouter", Fault.error_after(1, style, 503))  # type: ignore[arg-type]
@@ -135,31 +152,30 @@ def test_error_event_after_content_reaches_the_client_as_it_was(
     "fault", [Fault.drop_after(2), Fault.reset_after(2)], ids=["drop", "reset"]
 )
 def test_drop_after_content_is_an_error_never_a_truncation(
-    client: Any, fake: FakeProvider, failover: Failover, clock: FakeClock, fault: Fault
+    client: Client, fake: FakeProvider, failover: Failover, clock: FakeClock, fault: Fault
 ) -> None:
     fake.set_reply("openrouter", Reply(text="one two three four"))
     fake.set_fault("openrouter", fault)
-    module = httpx if isinstance(client, httpx.Client) else httpx2
-    with pytest.raises(module.TransportError):
+    with pytest.raises(client.module.TransportError):
         openai_stream_text(client)
     assert OR in failover.health.unavailable(clock.now)
 
 
 def test_no_finish_after_content_raises_a_protocol_error(
-    client: Any, fake: FakeProvider, make_failover: Any
+    client: Client, fake: FakeProvider, make_failover: Any
 ) -> None:
     # Only route: nowhere to go, and the content has started.
     fo = make_failover(FallbackConfig(max_retries=0))
-    module = httpx if isinstance(client, httpx.Client) else httpx2
+    module = client.module
     fake.set_fault("openrouter", Fault.no_finish())
-    with module.Client(transport=FailoverTransport(upstreams(fake), failover=fo)) as c:
+    with client.mode.client(upstreams(fake), failover=fo, module=module) as c:
         r = openai_json(c)  # JSON: the body is complete, only finish_reason is null
         assert r.status_code == 200
         with pytest.raises(module.RemoteProtocolError, match="ended without its finish event"):
             openai_stream_text(c)
 
 
-def test_final_error_response_is_the_upstreams_own(client: Any, fake: FakeProvider) -> None:
+def test_final_error_response_is_the_upstreams_own(client: Client, fake: FakeProvider) -> None:
     fake.set_fault("openrouter", Fault.status(503))
     fake.set_fault("backup", Fault.status(500))
     r = openai_json(client)
@@ -171,21 +187,21 @@ def test_final_error_response_is_the_upstreams_own(client: Any, fake: FakeProvid
     assert fake.requests("backup") == 2  # the overflow never swapped
 
 
-def test_hang_times_out_and_swaps(fake: FakeProvider, make_failover: Any) -> None:
+def test_hang_times_out_and_swaps(mode: Mode, fake: FakeProvider, make_failover: Any) -> None:
     fo = make_failover(CONFIG.model_copy(update={"attempt_timeout_s": 0.3, "max_retries": 0}))
     fake.set_fault("openrouter", Fault.hang())
-    with httpx.Client(transport=FailoverTransport(upstreams(fake), failover=fo)) as c:
+    with mode.client(upstreams(fake), failover=fo) as c:
         assert openai_stream_text(c) == "from backup"
         assert openai_json(c).status_code == 200
 
 
-def test_slow_stream_still_succeeds(client: Any, fake: FakeProvider) -> None:
+def test_slow_stream_still_succeeds(client: Client, fake: FakeProvider) -> None:
     fake.set_fault("openrouter", Fault.slow(first_token_s=0.05, per_chunk_s=0.01))
     assert openai_stream_text(client) == "from openrouter"
 
 
 # --- overrides --------------------------------------------------------------------------------
-def test_per_request_off_and_pin(client: Any, fake: FakeProvider) -> None:
+def test_per_request_off_and_pin(client: Client, fake: FakeProvider) -> None:
     fake.set_fault("openrouter", Fault.status(503))
     body = {"model": OR, "messages": MESSAGES}
     url = "http://swerve.invalid/v1/chat/completions"
@@ -199,7 +215,7 @@ def test_per_request_off_and_pin(client: Any, fake: FakeProvider) -> None:
     assert r.status_code == 503 and fake.requests("openrouter") == 4
 
 
-def test_requests_that_are_not_routes_pass_through(client: Any, fake: FakeProvider) -> None:
+def test_requests_that_are_not_routes_pass_through(client: Client, fake: FakeProvider) -> None:
     r = client.get(f"{fake.url('openrouter')}/v1/models")
     assert r.status_code == 200
     r = client.post(
@@ -225,7 +241,9 @@ def test_cross_wire_swap_is_refused_when_built(fake: FakeProvider) -> None:
 
 
 # --- bad input ------------------------------------------------------------------------------------
-def test_bad_input_gets_clear_errors(client: Any, fake: FakeProvider, make_failover: Any) -> None:
+def test_bad_input_gets_clear_errors(
+    client: Client, fake: FakeProvider, make_failover: Any
+) -> None:
     url = "http://swerve.invalid/v1/chat/completions"
     r = client.post(url, content=b"{not json", headers={"content-type": "application/json"})
     assert r.status_code == 400 and "not JSON" in r.json()["error"]["message"]
@@ -234,10 +252,9 @@ def test_bad_input_gets_clear_errors(client: Any, fake: FakeProvider, make_failo
     )
     assert r.status_code == 400 and "'x/y' has no Upstream" in r.json()["error"]["message"]
     fo = make_failover(FallbackConfig(max_retries=0))
-    module = type(client).__module__.partition(".")[0]
-    cls = httpx.Client if module == "httpx" else httpx2.Client
     fake.set_reply("openrouter", Reply(text="word " * 5000))
-    with cls(transport=FailoverTransport(upstreams(fake), failover=fo, max_body_bytes=4096)) as c:
+    ups = upstreams(fake)
+    with client.mode.client(ups, failover=fo, max_body_bytes=4096, module=client.module) as c:
         with pytest.raises(ResponseTooLarge, match="upstream body exceeded 4096 bytes"):
             openai_json(c)
         assert openai_stream_text(c) == "word " * 5000  # a stream is bounded per event
@@ -248,12 +265,16 @@ def test_bad_input_gets_clear_errors(client: Any, fake: FakeProvider, make_failo
         )
 
     ups = {OR: Upstream("http://upstream.invalid/v1", transport=httpx.MockTransport(endless_event))}
-    transport = FailoverTransport(ups, failover=fo, max_body_bytes=4096)
-    with httpx.Client(transport=transport) as c, pytest.raises(ResponseTooLarge, match="an SSE"):
+    with (
+        client.mode.client(ups, failover=fo, max_body_bytes=4096) as c,
+        pytest.raises(ResponseTooLarge, match="an SSE"),
+    ):
         openai_stream_text(c)
 
 
-def test_malformed_sse_ends_as_an_error_not_a_hang(fake: FakeProvider, make_failover: Any) -> None:
+def test_malformed_sse_ends_as_an_error_not_a_hang(
+    mode: Mode, fake: FakeProvider, make_failover: Any
+) -> None:
     fo = make_failover(FallbackConfig(max_retries=0))
 
     def garbage(request: httpx.Request) -> httpx.Response:
@@ -264,90 +285,63 @@ def test_malformed_sse_ends_as_an_error_not_a_hang(fake: FakeProvider, make_fail
     ups = {OR: Upstream("http://upstream.invalid/v1", transport=httpx.MockTransport(garbage))}
     # Malformed before content, and nowhere else to go: the client gets the stream up to the
     # bad event, and fails on it as it would without swerve.
-    with (
-        httpx.Client(transport=FailoverTransport(ups, failover=fo)) as c,
-        pytest.raises(json.JSONDecodeError),
-    ):
+    with mode.client(ups, failover=fo) as c, pytest.raises(json.JSONDecodeError):
         openai_stream_text(c)
 
 
 # --- the SDKs ---------------------------------------------------------------------------------
-def test_openai_sdk_sync_stream_and_json(fake: FakeProvider, failover: Failover) -> None:
-    transport = FailoverTransport(upstreams(fake), failover=failover)
-    sdk = openai.OpenAI(
-        base_url="http://swerve.invalid/v1", api_key="unused", max_retries=0,
-        http_client=httpx2.Client(transport=transport),
-    )  # fmt: skip
+def test_openai_sdk_stream_and_json(mode: Mode, fake: FakeProvider, failover: Failover) -> None:
+    sdk = mode.openai(mode.client(upstreams(fake), failover=failover, module=httpx2))
     fake.script("openrouter", [Fault.error_before_content("openrouter", 503)] * 2)
-    stream = sdk.chat.completions.create(model=OR, messages=MESSAGES, stream=True)  # type: ignore[call-overload]
+    stream = sdk.create(model=OR, messages=MESSAGES, stream=True)
     assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == "from backup"
-    done = sdk.chat.completions.create(model=OR, messages=MESSAGES)  # type: ignore[call-overload]
+    done = sdk.create(model=OR, messages=MESSAGES)
     assert done.choices[0].message.content == "from backup"  # openrouter cooling: straight there
     fake.set_reply("backup", Reply(text="one two three"))
     fake.set_fault("backup", Fault.error_after(1, "openrouter", 502))
     with pytest.raises(openai.APIError):
-        for _ in sdk.chat.completions.create(model=OR, messages=MESSAGES, stream=True):  # type: ignore[call-overload]
-            pass
+        sdk.create(model=OR, messages=MESSAGES, stream=True)
 
 
-@pytest.mark.anyio
-async def test_openai_sdk_async(fake: FakeProvider, failover: Failover) -> None:
-    transport = AsyncFailoverTransport(upstreams(fake), failover=failover)
-    sdk = openai.AsyncOpenAI(
-        base_url="http://swerve.invalid/v1", api_key="unused", max_retries=0,
-        http_client=httpx2.AsyncClient(transport=transport),
-    )  # fmt: skip
+def test_openai_sdk_swaps_away_from_a_reset(
+    mode: Mode, fake: FakeProvider, failover: Failover
+) -> None:
+    sdk = mode.openai(mode.client(upstreams(fake), failover=failover, module=httpx2))
     fake.set_fault("openrouter", Fault.reset())
-    done = await sdk.chat.completions.create(model=OR, messages=MESSAGES)  # type: ignore[call-overload]
+    done = sdk.create(model=OR, messages=MESSAGES)
     assert done.choices[0].message.content == "from backup"
-    stream = await sdk.chat.completions.create(model=OR, messages=MESSAGES, stream=True)  # type: ignore[call-overload]
-    assert (
-        "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
-        == "from backup"
-    )
-    await sdk.close()
+    stream = sdk.create(model=OR, messages=MESSAGES, stream=True)
+    assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == "from backup"
 
 
-def test_anthropic_sdk_sync(fake: FakeProvider, failover: Failover) -> None:
-    transport = FailoverTransport(upstreams(fake), failover=failover)
-    sdk = anthropic.Anthropic(
-        base_url="http://swerve.invalid", api_key="unused", max_retries=0,
-        http_client=httpx2.Client(transport=transport),
-    )  # fmt: skip
+def test_anthropic_sdk_swaps(mode: Mode, fake: FakeProvider, failover: Failover) -> None:
+    sdk = mode.anthropic(mode.client(upstreams(fake), failover=failover, module=httpx2))
     fake.set_fault("anthropic", Fault.status(529))
-    message = sdk.messages.create(model=AN, max_tokens=64, messages=MESSAGES)  # type: ignore[arg-type]
-    assert message.content[0].text == "from anthropic-backup"  # type: ignore[union-attr]
+    message = sdk.create(model=AN, max_tokens=64, messages=MESSAGES)
+    assert message.content[0].text == "from anthropic-backup"
     assert fake.received_headers("anthropic-backup")[-1]["x-api-key"] == SECRETS[1]
     fake.set_fault("anthropic", Fault.error_before_content("anthropic"))
-    with sdk.messages.stream(model=AN, max_tokens=64, messages=MESSAGES) as stream:  # type: ignore[arg-type]
-        assert "".join(stream.text_stream) == "from anthropic-backup"
+    text = sdk.stream_text(model=AN, max_tokens=64, messages=MESSAGES)
+    assert text == "from anthropic-backup"
 
 
-@pytest.mark.anyio
-async def test_anthropic_sdk_async_in_stream_error_after_content(
-    fake: FakeProvider, failover: Failover, clock: FakeClock
+def test_anthropic_sdk_in_stream_error_after_content(
+    mode: Mode, fake: FakeProvider, failover: Failover, clock: FakeClock
 ) -> None:
-    transport = AsyncFailoverTransport(upstreams(fake), failover=failover)
-    sdk = anthropic.AsyncAnthropic(
-        base_url="http://swerve.invalid", api_key="unused", max_retries=0,
-        http_client=httpx2.AsyncClient(transport=transport),
-    )  # fmt: skip
+    sdk = mode.anthropic(mode.client(upstreams(fake), failover=failover, module=httpx2))
     fake.set_fault("anthropic", Fault.error_before_content("anthropic"))
-    async with sdk.messages.stream(model=AN, max_tokens=64, messages=MESSAGES) as stream:  # type: ignore[arg-type]
-        assert "".join([t async for t in stream.text_stream]) == "from anthropic-backup"
+    text = sdk.stream_text(model=AN, max_tokens=64, messages=MESSAGES)
+    assert text == "from anthropic-backup"
     fake.set_reply("anthropic-backup", Reply(text="one two three"))
     fake.set_fault("anthropic-backup", Fault.error_after(1, "anthropic"))
     with pytest.raises(anthropic.APIStatusError):  # the SDK's own overloaded error
-        async with sdk.messages.stream(model=AN, max_tokens=64, messages=MESSAGES) as stream:  # type: ignore[arg-type]
-            async for _ in stream.text_stream:
-                pass
+        sdk.stream_text(model=AN, max_tokens=64, messages=MESSAGES)
     assert AB in failover.health.unavailable(clock.now)
-    await sdk.close()
 
 
 # --- wire fixes through the transport ---------------------------------------------------------
 def test_empty_cached_text_block_is_fixed_on_the_wire(
-    fake: FakeProvider, failover: Failover, otel: Otel
+    mode: Mode, fake: FakeProvider, failover: Failover, otel: Otel
 ) -> None:
     body = {
         "model": AN,
@@ -369,7 +363,7 @@ def test_empty_cached_text_block_is_fixed_on_the_wire(
         direct.status_code == 400
         and "cache_control cannot be set for empty text blocks" in direct.text
     )
-    with httpx.Client(transport=FailoverTransport(upstreams(fake), failover=failover)) as c:
+    with mode.client(upstreams(fake), failover=failover) as c:
         r = c.post("http://swerve.invalid/v1/messages", json=body)
     assert r.status_code == 200
     sent = fake.received("anthropic")[-1]["messages"][0]["content"]
@@ -380,7 +374,9 @@ def test_empty_cached_text_block_is_fixed_on_the_wire(
     assert events and events[0].attributes["swerve.cache_fix.blocks"] == 1
 
 
-def test_signed_reasoning_passes_through_untouched(fake: FakeProvider, failover: Failover) -> None:
+def test_signed_reasoning_passes_through_untouched(
+    mode: Mode, fake: FakeProvider, failover: Failover
+) -> None:
     details = [
         {
             "type": "reasoning.encrypted",
@@ -397,14 +393,18 @@ def test_signed_reasoning_passes_through_untouched(fake: FakeProvider, failover:
             {"role": "user", "content": "again"},
         ],
     }
-    with httpx.Client(transport=FailoverTransport(upstreams(fake), failover=failover)) as c:
+    with mode.client(upstreams(fake), failover=failover) as c:
         assert c.post("http://swerve.invalid/v1/chat/completions", json=body).status_code == 200
     assert fake.received("openrouter")[-1]["messages"][1]["reasoning_details"] == details
 
 
 # --- secrets ----------------------------------------------------------------------------------
 def test_no_api_key_in_spans_logs_or_errors(
-    fake: FakeProvider, make_failover: Any, otel: Otel, caplog: pytest.LogCaptureFixture
+    mode: Mode,
+    fake: FakeProvider,
+    make_failover: Any,
+    otel: Otel,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     fo = make_failover(CONFIG)
     otel.telemetry.record_messages = True
@@ -415,7 +415,7 @@ def test_no_api_key_in_spans_logs_or_errors(
     errors = []
     with (
         caplog.at_level(logging.DEBUG),
-        httpx.Client(transport=FailoverTransport(upstreams(fake), failover=fo)) as c,
+        mode.client(upstreams(fake), failover=fo) as c,
     ):
         for attempt in range(2):
             try:
@@ -439,7 +439,7 @@ def test_no_api_key_in_spans_logs_or_errors(
 
 
 # --- the Anthropic wire and async plain clients ---------------------------------------------------
-def anthropic_stream_text(client: Any) -> str:
+def anthropic_stream_text(client: Client) -> str:
     body = {"model": AN, "max_tokens": 64, "messages": MESSAGES, "stream": True}
     out = []
     with client.stream("POST", "http://swerve.invalid/v1/messages", json=body) as r:
@@ -465,7 +465,7 @@ def anthropic_stream_text(client: Any) -> str:
     ids=lambda f: f.kind,
 )
 def test_anthropic_wire_faults_before_content(
-    client: Any, fake: FakeProvider, fault: Fault
+    client: Client, fake: FakeProvider, fault: Fault
 ) -> None:
     fake.set_fault("anthropic", fault)
     assert anthropic_stream_text(client) == "from anthropic-backup"
@@ -474,34 +474,25 @@ def test_anthropic_wire_faults_before_content(
     assert r.status_code == 200 and r.json()["content"][0]["text"] == "from anthropic-backup"
 
 
-@pytest.mark.anyio
-@pytest.mark.parametrize("flavour", ["httpx", "httpx2"])
-async def test_async_plain_clients_stream_and_json(
-    fake: FakeProvider, failover: Failover, flavour: str
-) -> None:
-    module: Any = httpx if flavour == "httpx" else httpx2
-    transport = AsyncFailoverTransport(upstreams(fake), failover=failover)
+def test_plain_clients_stream_and_json(client: Client, fake: FakeProvider) -> None:
     fake.script("openrouter", [Fault.error_before_content("openrouter")] * 2)
     fake.script("anthropic", [Fault.status(529)] * 2)
-    async with module.AsyncClient(transport=transport) as c:
-        body = {"model": OR, "messages": MESSAGES, "stream": True}
-        text = []
-        async with c.stream("POST", "http://swerve.invalid/v1/chat/completions", json=body) as r:
-            async for line in r.aiter_lines():
-                if line.startswith("data:") and "[DONE]" not in line:
-                    text += [
-                        ch["delta"].get("content") or "" for ch in json.loads(line[5:])["choices"]
-                    ]
-        assert "".join(text) == "from backup"
-        r = await c.post(
-            "http://swerve.invalid/v1/messages",
-            json={"model": AN, "max_tokens": 8, "messages": MESSAGES},
-        )
-        assert r.json()["content"][0]["text"] == "from anthropic-backup"
+    body = {"model": OR, "messages": MESSAGES, "stream": True}
+    text = []
+    with client.stream("POST", "http://swerve.invalid/v1/chat/completions", json=body) as r:
+        for line in r.iter_lines():
+            if line.startswith("data:") and "[DONE]" not in line:
+                text += [ch["delta"].get("content") or "" for ch in json.loads(line[5:])["choices"]]
+    assert "".join(text) == "from backup"
+    r = client.post(
+        "http://swerve.invalid/v1/messages",
+        json={"model": AN, "max_tokens": 8, "messages": MESSAGES},
+    )
+    assert r.json()["content"][0]["text"] == "from anthropic-backup"
 
 
 def test_swap_to_another_provider_downgrades_the_body(
-    fake: FakeProvider, make_failover: Any, otel: Otel
+    mode: Mode, fake: FakeProvider, make_failover: Any, otel: Otel
 ) -> None:
     gpt = "openai/gpt-5"
     ups = {**upstreams(fake), gpt: Upstream(f"{fake.url('openai')}/v1", api_key=SECRETS[1])}
@@ -518,7 +509,7 @@ def test_swap_to_another_provider_downgrades_the_body(
         ],
     }  # fmt: skip
     fake.set_fault("openrouter", Fault.status(503))
-    with httpx.Client(transport=FailoverTransport(ups, failover=fo)) as c:
+    with mode.client(ups, failover=fo) as c:
         assert c.post("http://swerve.invalid/v1/chat/completions", json=body).status_code == 200
     # Claude behind OpenRouter got the markers and the signed reasoning ...
     first = fake.received("openrouter")[-1]["messages"]
@@ -536,22 +527,13 @@ def test_swap_to_another_provider_downgrades_the_body(
 
 
 # --- streams that finished without their terminator ---------------------------------------------
-def sse_data(client: Any, route: str, **extra: Any) -> list[Any]:
+def sse_data(client: Client, route: str, **extra: Any) -> list[Any]:
     """Every event's data of a stream request on ``route`` (either wire), decoded."""
     path = "/v1/messages" if route in (AN, AB) else "/v1/chat/completions"
     body = {"model": route, "max_tokens": 64, "messages": MESSAGES, "stream": True, **extra}
     with client.stream("POST", f"http://swerve.invalid{path}", json=body) as r:
         assert r.status_code == 200
         lines = [line[5:].strip() for line in r.iter_lines() if line.startswith("data:")]
-    return [line if line == "[DONE]" else json.loads(line) for line in lines]
-
-
-async def asse_data(client: Any, route: str, **extra: Any) -> list[Any]:
-    path = "/v1/messages" if route in (AN, AB) else "/v1/chat/completions"
-    body = {"model": route, "max_tokens": 64, "messages": MESSAGES, "stream": True, **extra}
-    async with client.stream("POST", f"http://swerve.invalid{path}", json=body) as r:
-        assert r.status_code == 200
-        lines = [line[5:].strip() async for line in r.aiter_lines() if line.startswith("data:")]
     return [line if line == "[DONE]" else json.loads(line) for line in lines]
 
 
@@ -591,7 +573,7 @@ def assert_finished_and_healthy(
 
 @WIRE_ROUTES
 def test_stream_that_finished_without_its_terminator_is_a_success(
-    client: Any, fake: FakeProvider, failover: Failover, clock: FakeClock, otel: Otel,
+    client: Client, fake: FakeProvider, failover: Failover, clock: FakeClock, otel: Otel,
     route: str, provider: str, backup: str,
 ) -> None:  # fmt: skip
     fake.set_fault(provider, Fault.no_done())
@@ -601,48 +583,22 @@ def test_stream_that_finished_without_its_terminator_is_a_success(
     assert (fake.requests(provider), fake.requests(backup)) == (1, 0)
 
 
-@pytest.mark.anyio
-@pytest.mark.parametrize("flavour", ["httpx", "httpx2"])
-@WIRE_ROUTES
-async def test_async_stream_that_finished_without_its_terminator_is_a_success(
-    fake: FakeProvider, failover: Failover, clock: FakeClock, otel: Otel, flavour: str,
-    route: str, provider: str, backup: str,
-) -> None:  # fmt: skip
-    module: Any = httpx if flavour == "httpx" else httpx2
-    fake.set_fault(provider, Fault.no_done())
-    transport = AsyncFailoverTransport(upstreams(fake), failover=failover)
-    async with module.AsyncClient(transport=transport) as c:
-        events = await asse_data(c, route, stream_options={"include_usage": True})
-    assert text_of(events) == f"from {provider}"
-    assert_finished_and_healthy(events, route, failover, clock, otel)
-    assert (fake.requests(provider), fake.requests(backup)) == (1, 0)
-
-
 def test_sdks_read_a_stream_without_its_terminator(
-    fake: FakeProvider, failover: Failover, clock: FakeClock, otel: Otel
+    mode: Mode, fake: FakeProvider, failover: Failover, clock: FakeClock, otel: Otel
 ) -> None:
-    transport = FailoverTransport(upstreams(fake), failover=failover)
-    http = httpx2.Client(transport=transport)
-    oai = openai.OpenAI(
-        base_url="http://swerve.invalid/v1", api_key="unused", max_retries=0, http_client=http
-    )
-    ant = anthropic.Anthropic(
-        base_url="http://swerve.invalid", api_key="unused", max_retries=0, http_client=http
-    )
+    http = mode.client(upstreams(fake), failover=failover, module=httpx2)
+    oai, ant = mode.openai(http), mode.anthropic(http)
     fake.set_fault("openrouter", Fault.no_done())
     fake.set_fault("anthropic", Fault.no_done())
-    chunks = list(
-        oai.chat.completions.create(  # type: ignore[call-overload]
-            model=OR, messages=MESSAGES, stream=True, stream_options={"include_usage": True}
-        )
+    chunks = oai.create(
+        model=OR, messages=MESSAGES, stream=True, stream_options={"include_usage": True}
     )
     assert (
         "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "from openrouter"
     )
     assert chunks[-1].usage.total_tokens == 15  # the usage chunk after the finish_reason chunk
-    with ant.messages.stream(model=AN, max_tokens=64, messages=MESSAGES) as stream:  # type: ignore[arg-type]
-        message = stream.get_final_message()
-    assert (message.content[0].text, message.stop_reason) == ("from anthropic", "end_turn")  # type: ignore[union-attr]
+    message = ant.final_message(model=AN, max_tokens=64, messages=MESSAGES)
+    assert (message.content[0].text, message.stop_reason) == ("from anthropic", "end_turn")
     unavailable = failover.health.unavailable(clock.now)
     assert OR not in unavailable and AN not in unavailable
     assert otel.events("swerve.cooldown") == []
@@ -652,7 +608,7 @@ def test_sdks_read_a_stream_without_its_terminator(
 # --- malformed data ---------------------------------------------------------------------------
 @WIRE_ROUTES
 def test_malformed_data_before_content_is_invisible(
-    client: Any, fake: FakeProvider, route: str, provider: str, backup: str
+    client: Client, fake: FakeProvider, route: str, provider: str, backup: str
 ) -> None:
     fake.set_fault(provider, Fault.malformed_before_content())
     assert text_of(sse_data(client, route)) == f"from {backup}"
@@ -664,84 +620,31 @@ def test_malformed_data_before_content_is_invisible(
     assert f"from {backup}" in r.text  # the half-sent JSON body was swapped away too
 
 
-@pytest.mark.anyio
-@pytest.mark.parametrize("flavour", ["httpx", "httpx2"])
-@WIRE_ROUTES
-async def test_async_malformed_data_before_content_is_invisible(
-    fake: FakeProvider, failover: Failover, flavour: str, route: str, provider: str, backup: str
-) -> None:
-    module: Any = httpx if flavour == "httpx" else httpx2
-    fake.set_fault(provider, Fault.malformed_before_content())
-    transport = AsyncFailoverTransport(upstreams(fake), failover=failover)
-    async with module.AsyncClient(transport=transport) as c:
-        assert text_of(await asse_data(c, route)) == f"from {backup}"
-        path = "/v1/messages" if route == AN else "/v1/chat/completions"
-        body = {"model": route, "max_tokens": 8, "messages": MESSAGES}
-        r = await c.post(f"http://swerve.invalid{path}", json=body)
-        assert r.status_code == 200 and f"from {backup}" in r.text
-
-
 def test_openai_sdk_stream_survives_malformed_data_before_content(
-    fake: FakeProvider, failover: Failover
+    mode: Mode, fake: FakeProvider, failover: Failover
 ) -> None:
-    sdk = openai.OpenAI(
-        base_url="http://swerve.invalid/v1", api_key="unused", max_retries=0,
-        http_client=httpx2.Client(transport=FailoverTransport(upstreams(fake), failover=failover)),
-    )  # fmt: skip
+    sdk = mode.openai(mode.client(upstreams(fake), failover=failover, module=httpx2))
     fake.set_fault("openrouter", Fault.malformed_before_content())
-    stream = sdk.chat.completions.create(model=OR, messages=MESSAGES, stream=True)  # type: ignore[call-overload]
+    stream = sdk.create(model=OR, messages=MESSAGES, stream=True)
     assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == "from backup"
-
-
-@pytest.mark.anyio
-async def test_async_openai_sdk_stream_survives_malformed_data_before_content(
-    fake: FakeProvider, failover: Failover
-) -> None:
-    transport = AsyncFailoverTransport(upstreams(fake), failover=failover)
-    sdk = openai.AsyncOpenAI(
-        base_url="http://swerve.invalid/v1", api_key="unused", max_retries=0,
-        http_client=httpx2.AsyncClient(transport=transport),
-    )  # fmt: skip
-    fake.set_fault("openrouter", Fault.malformed_before_content())
-    stream = await sdk.chat.completions.create(model=OR, messages=MESSAGES, stream=True)  # type: ignore[call-overload]
-    assert "".join([c.choices[0].delta.content or "" async for c in stream if c.choices]) == (
-        "from backup"
-    )
-    await sdk.close()
 
 
 @WIRE_ROUTES
 def test_malformed_data_after_content_is_a_protocol_error(
-    client: Any, fake: FakeProvider, failover: Failover, clock: FakeClock,
+    client: Client, fake: FakeProvider, failover: Failover, clock: FakeClock,
     route: str, provider: str, backup: str,
 ) -> None:  # fmt: skip
     fake.set_reply(provider, Reply(text="one two three"))
     fake.set_fault(provider, Fault.malformed_after(1))
-    module = httpx if isinstance(client, httpx.Client) else httpx2
-    with pytest.raises(module.RemoteProtocolError, match="not JSON"):
+    with pytest.raises(client.module.RemoteProtocolError, match="not JSON"):
         sse_data(client, route)
     assert route in failover.health.unavailable(clock.now)
     assert fake.requests(backup) == 0
 
 
-@pytest.mark.anyio
-@pytest.mark.parametrize("flavour", ["httpx", "httpx2"])
-@WIRE_ROUTES
-async def test_async_malformed_data_after_content_is_a_protocol_error(
-    fake: FakeProvider, failover: Failover, flavour: str, route: str, provider: str, backup: str
-) -> None:
-    module: Any = httpx if flavour == "httpx" else httpx2
-    fake.set_reply(provider, Reply(text="one two three"))
-    fake.set_fault(provider, Fault.malformed_after(1))
-    transport = AsyncFailoverTransport(upstreams(fake), failover=failover)
-    async with module.AsyncClient(transport=transport) as c:
-        with pytest.raises(module.RemoteProtocolError, match="not JSON"):
-            await asse_data(c, route)
-
-
 @WIRE_ROUTES
 def test_malformed_everywhere_hands_on_the_last_upstreams_own(
-    client: Any, fake: FakeProvider, route: str, provider: str, backup: str
+    client: Client, fake: FakeProvider, route: str, provider: str, backup: str
 ) -> None:
     for name in (provider, backup):
         fake.set_fault(name, Fault.malformed_before_content())
@@ -760,26 +663,26 @@ def test_malformed_everywhere_hands_on_the_last_upstreams_own(
 
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
 def test_sdks_fail_as_without_swerve_when_every_route_is_malformed(
-    fake: FakeProvider, failover: Failover, stream: bool
+    mode: Mode, fake: FakeProvider, failover: Failover, stream: bool
 ) -> None:
     for name in ("openrouter", "backup", "anthropic", "anthropic-backup"):
         fake.set_fault(name, Fault.malformed_before_content())
-    via = httpx2.Client(transport=FailoverTransport(upstreams(fake), failover=failover))
+    via = mode.client(upstreams(fake), failover=failover, module=httpx2)
 
-    def undecoded(base: str, http: Any) -> list[str]:
+    def undecoded(base: str, http: Client) -> list[str]:
         """What each SDK failed to decode, talking to ``base``."""
-        oai = openai.OpenAI(base_url=f"{base}/v1", api_key="k", max_retries=0, http_client=http)
-        ant = anthropic.Anthropic(base_url=base, api_key="k", max_retries=0, http_client=http)
+        oai = mode.openai(http, base_url=f"{base}/v1", api_key="k")
+        ant = mode.anthropic(http, base_url=base, api_key="k")
         docs = []
         with pytest.raises(json.JSONDecodeError) as info:
-            list(oai.chat.completions.create(model=OR, messages=MESSAGES, stream=stream))  # type: ignore[call-overload]
+            oai.create(model=OR, messages=MESSAGES, stream=stream)
         docs.append(info.value.doc)
         with pytest.raises(json.JSONDecodeError) as info:
-            list(ant.messages.create(model=AN, max_tokens=8, messages=MESSAGES, stream=stream))  # type: ignore[call-overload]
+            ant.create(model=AN, max_tokens=8, messages=MESSAGES, stream=stream)
         docs.append(info.value.doc)
         return docs
 
-    with httpx2.Client() as direct, via:
+    with mode.client(module=httpx2) as direct, via:
         without = undecoded(fake.url("backup"), direct)  # the last upstream, without swerve
         swerved = undecoded("http://swerve.invalid", via)
     if stream:  # the same failure on the same event (a whole body differs in its ids)
@@ -802,7 +705,7 @@ def expected_echo(fake: FakeProvider, provider: str) -> str:
 
 @WIRE_ROUTES
 def test_echoed_keys_are_redacted_from_the_final_error_response(
-    client: Any, fake: FakeProvider, route: str, provider: str, backup: str
+    client: Client, fake: FakeProvider, route: str, provider: str, backup: str
 ) -> None:
     for name in (provider, backup):
         fake.set_fault(name, Fault.echo_headers(503))
@@ -820,7 +723,7 @@ def test_echoed_keys_are_redacted_from_the_final_error_response(
 
 @WIRE_ROUTES
 def test_echoed_keys_are_redacted_from_a_replayed_stream(
-    client: Any, fake: FakeProvider, route: str, provider: str, backup: str
+    client: Client, fake: FakeProvider, route: str, provider: str, backup: str
 ) -> None:
     for name in (provider, backup):
         fake.set_fault(name, Fault.echo_headers(503, in_stream=True))
@@ -832,7 +735,7 @@ def test_echoed_keys_are_redacted_from_a_replayed_stream(
 
 @WIRE_ROUTES
 def test_echoed_keys_are_redacted_from_an_error_event_after_content(
-    client: Any, fake: FakeProvider, route: str, provider: str, backup: str
+    client: Client, fake: FakeProvider, route: str, provider: str, backup: str
 ) -> None:
     fake.set_fault(provider, Fault.echo_headers(503, in_stream=True, after=1))
     events = sse_data(client, route)
@@ -841,7 +744,7 @@ def test_echoed_keys_are_redacted_from_an_error_event_after_content(
     no_secret(events)
 
 
-def test_extra_auth_headers_are_redacted_too(fake: FakeProvider, failover: Failover) -> None:
+def test_extra_auth_headers_are_redacted_too(mode: Mode, fake: FakeProvider) -> None:
     azure = "azure-0123456789abcdef-KEY"
     ups = {
         OR: Upstream(f"{fake.url('openrouter')}/v1", headers={"api-key": azure}),
@@ -850,7 +753,7 @@ def test_extra_auth_headers_are_redacted_too(fake: FakeProvider, failover: Failo
         ),
     }
     fake.set_fault("openrouter", Fault.echo_headers(401))
-    with httpx.Client(transport=FailoverTransport(ups, config=FallbackConfig(max_retries=0))) as c:
+    with mode.client(ups, config=FallbackConfig(max_retries=0)) as c:
         r = openai_json(c)
         assert r.status_code == 401 and r.headers["x-echo-api-key"] == "[REDACTED]"
         assert azure not in r.text and '\\"api-key\\": \\"[REDACTED]\\"' in r.text
@@ -875,70 +778,33 @@ def sdk_error_texts(exc: Any) -> list[object]:
 
 @pytest.mark.parametrize("in_stream", [False, True], ids=["status", "in-stream"])
 def test_sdk_errors_carry_no_echoed_key(
-    fake: FakeProvider, failover: Failover, in_stream: bool
+    mode: Mode, fake: FakeProvider, failover: Failover, in_stream: bool
 ) -> None:
     for name in ("openrouter", "backup", "anthropic", "anthropic-backup"):
         fake.set_fault(name, Fault.echo_headers(401, in_stream=in_stream))
-    http = httpx2.Client(transport=FailoverTransport(upstreams(fake), failover=failover))
-    oai = openai.OpenAI(
-        base_url="http://swerve.invalid/v1", api_key="unused", max_retries=0, http_client=http
-    )
-    ant = anthropic.Anthropic(
-        base_url="http://swerve.invalid", api_key="unused", max_retries=0, http_client=http
-    )
+    http = mode.client(upstreams(fake), failover=failover, module=httpx2)
+    oai, ant = mode.openai(http), mode.anthropic(http)
     if in_stream:  # asked without a stream: the error comes as a 200 body, which the SDK returns
-        answer = oai.chat.completions.create(model=OR, messages=MESSAGES)  # type: ignore[call-overload]
+        answer = oai.create(model=OR, messages=MESSAGES)
         assert "[REDACTED]" in str(answer)
         no_secret(answer, answer.model_dump_json())
     else:
         with pytest.raises(openai.AuthenticationError) as json_error:
-            oai.chat.completions.create(model=OR, messages=MESSAGES)  # type: ignore[call-overload]
+            oai.create(model=OR, messages=MESSAGES)
         no_secret(*sdk_error_texts(json_error.value))
     with pytest.raises(openai.APIError) as oai_error:
-        list(oai.chat.completions.create(model=OR, messages=MESSAGES, stream=True))  # type: ignore[call-overload]
-    with (
-        pytest.raises(anthropic.APIError) as ant_error,
-        ant.messages.stream(model=AN, max_tokens=8, messages=MESSAGES) as stream,  # type: ignore[arg-type]
-    ):
-        stream.get_final_message()
-    for info in (oai_error, ant_error):
-        texts = sdk_error_texts(info.value)
-        assert "[REDACTED]" in texts[0]
-        no_secret(*texts)
-    http.close()
-
-
-@pytest.mark.anyio
-@pytest.mark.parametrize("in_stream", [False, True], ids=["status", "in-stream"])
-async def test_async_sdk_errors_carry_no_echoed_key(
-    fake: FakeProvider, failover: Failover, in_stream: bool
-) -> None:
-    for name in ("openrouter", "backup", "anthropic", "anthropic-backup"):
-        fake.set_fault(name, Fault.echo_headers(401, in_stream=in_stream))
-    http = httpx2.AsyncClient(transport=AsyncFailoverTransport(upstreams(fake), failover=failover))
-    oai = openai.AsyncOpenAI(
-        base_url="http://swerve.invalid/v1", api_key="unused", max_retries=0, http_client=http
-    )
-    ant = anthropic.AsyncAnthropic(
-        base_url="http://swerve.invalid", api_key="unused", max_retries=0, http_client=http
-    )
-    with pytest.raises(openai.APIError) as oai_error:
-        stream = await oai.chat.completions.create(model=OR, messages=MESSAGES, stream=True)  # type: ignore[call-overload]
-        async for _ in stream:
-            pass
+        oai.create(model=OR, messages=MESSAGES, stream=True)
     with pytest.raises(anthropic.APIError) as ant_error:
-        async with ant.messages.stream(model=AN, max_tokens=8, messages=MESSAGES) as astream:  # type: ignore[arg-type]
-            await astream.get_final_message()
+        ant.final_message(model=AN, max_tokens=8, messages=MESSAGES)
     for info in (oai_error, ant_error):
         texts = sdk_error_texts(info.value)
         assert "[REDACTED]" in texts[0]
         no_secret(*texts)
-    await http.aclose()
 
 
 # --- swerve's own errors, as the client's stack raises them --------------------------------------
 def test_swerves_limits_and_breaker_reach_clients_as_their_own_errors(
-    fake: FakeProvider, make_failover: Any
+    mode: Mode, fake: FakeProvider, make_failover: Any
 ) -> None:
     fake.set_fault("openrouter", Fault.hang())
     fake.set_fault("backup", Fault.hang())
@@ -946,7 +812,7 @@ def test_swerves_limits_and_breaker_reach_clients_as_their_own_errors(
     body = {"model": OR, "messages": MESSAGES}
     url = "http://swerve.invalid/v1/chat/completions"
     for module in (httpx, httpx2):
-        with module.Client(transport=FailoverTransport(upstreams(fake), failover=fo)) as c:
+        with mode.client(upstreams(fake), failover=fo, module=module) as c:
             with pytest.raises(module.HTTPError) as info:  # what `except httpx.HTTPError` sees
                 c.post(url, json=body)
             assert isinstance(info.value, module.ReadTimeout)
@@ -958,7 +824,7 @@ def test_swerves_limits_and_breaker_reach_clients_as_their_own_errors(
     fake.set_fault("backup", Fault.status(503))
     for module in (httpx, httpx2):
         fo = make_failover(opened, health=MemoryHealth())
-        with module.Client(transport=FailoverTransport(upstreams(fake), failover=fo)) as c:
+        with mode.client(upstreams(fake), failover=fo, module=module) as c:
             assert c.post(url, json=body).status_code == 503  # both breakers open on this
             with pytest.raises(module.ConnectError, match="circuit breaker open") as caught:
                 c.post(url, json=body)
@@ -966,34 +832,20 @@ def test_swerves_limits_and_breaker_reach_clients_as_their_own_errors(
             assert any("attempts:" in note for note in caught.value.__notes__)
 
 
-@pytest.mark.anyio
-async def test_the_sdks_catch_swerves_limits_and_breaker(
-    fake: FakeProvider, make_failover: Any
+def test_the_sdks_catch_swerves_limits_and_breaker(
+    mode: Mode, fake: FakeProvider, make_failover: Any
 ) -> None:
     fake.set_fault("openrouter", Fault.hang())
     fake.set_fault("backup", Fault.hang())
     fake.set_fault("anthropic", Fault.hang())
     fake.set_fault("anthropic-backup", Fault.hang())
     fo = make_failover(CONFIG.model_copy(update={"deadline_s": 0.3, "max_retries": 0}))
-    sync_oa = openai.OpenAI(
-        base_url="http://swerve.invalid/v1", api_key="unused", max_retries=0,
-        http_client=httpx2.Client(transport=FailoverTransport(upstreams(fake), failover=fo)),
-    )  # fmt: skip
-    async_oa = openai.AsyncOpenAI(
-        base_url="http://swerve.invalid/v1", api_key="unused", max_retries=0,
-        http_client=httpx2.AsyncClient(
-            transport=AsyncFailoverTransport(upstreams(fake), failover=fo)),
-    )  # fmt: skip
-    sync_an = anthropic.Anthropic(
-        base_url="http://swerve.invalid", api_key="unused", max_retries=0,
-        http_client=httpx2.Client(transport=FailoverTransport(upstreams(fake), failover=fo)),
-    )  # fmt: skip
+    oa = mode.openai(mode.client(upstreams(fake), failover=fo, module=httpx2))
+    an = mode.anthropic(mode.client(upstreams(fake), failover=fo, module=httpx2))
     with pytest.raises(openai.APITimeoutError):
-        sync_oa.chat.completions.create(model=OR, messages=MESSAGES)  # type: ignore[arg-type]
-    with pytest.raises(openai.APITimeoutError):
-        await async_oa.chat.completions.create(model=OR, messages=MESSAGES)  # type: ignore[arg-type]
+        oa.create(model=OR, messages=MESSAGES)
     with pytest.raises(anthropic.APITimeoutError):
-        sync_an.messages.create(model=AN, messages=MESSAGES, max_tokens=8)  # type: ignore[arg-type]
+        an.create(model=AN, messages=MESSAGES, max_tokens=8)
     opened = FallbackConfig(
         fallbacks={OR: BK, AN: AB}, max_retries=0, jitter=False, cooldown_s=0.0,
         breaker={"min_calls": 1},
@@ -1001,29 +853,21 @@ async def test_the_sdks_catch_swerves_limits_and_breaker(
     for provider in ("openrouter", "backup"):
         fake.set_fault(provider, Fault.status(503))
     fo = make_failover(opened, health=MemoryHealth())
-    transport = AsyncFailoverTransport(upstreams(fake), failover=fo)
-    client = openai.AsyncOpenAI(
-        base_url="http://swerve.invalid/v1", api_key="unused", max_retries=0,
-        http_client=httpx2.AsyncClient(transport=transport),
-    )  # fmt: skip
+    client = mode.openai(mode.client(upstreams(fake), failover=fo, module=httpx2))
     with pytest.raises(openai.APIStatusError):
-        await client.chat.completions.create(model=OR, messages=MESSAGES)  # type: ignore[arg-type]
+        client.create(model=OR, messages=MESSAGES)
     with pytest.raises(openai.APIConnectionError):  # the breakers are open: nothing was sent
-        await client.chat.completions.create(model=OR, messages=MESSAGES)  # type: ignore[arg-type]
-    for c in (sync_oa, sync_an):
-        c.close()
-    await async_oa.close()
-    await client.close()
+        client.create(model=OR, messages=MESSAGES)
 
 
 def test_timeout_messages_never_show_a_negative_duration(
-    fake: FakeProvider, make_failover: Any
+    mode: Mode, fake: FakeProvider, make_failover: Any
 ) -> None:
     fake.set_fault("openrouter", Fault.hang())
     fake.set_fault("backup", Fault.hang())
     fo = make_failover(CONFIG.model_copy(update={"deadline_s": 0.2, "max_retries": 0}))
     with (
-        httpx.Client(transport=FailoverTransport(upstreams(fake), failover=fo)) as c,
+        mode.client(upstreams(fake), failover=fo) as c,
         pytest.raises(httpx.ReadTimeout) as info,
     ):
         c.post(
@@ -1033,7 +877,7 @@ def test_timeout_messages_never_show_a_negative_duration(
     assert "-" not in str(info.value).partition("(")[2], str(info.value)
 
 
-def test_a_deeply_nested_request_body_gets_a_400(client: Any, fake: FakeProvider) -> None:
+def test_a_deeply_nested_request_body_gets_a_400(client: Client, fake: FakeProvider) -> None:
     deep = b'{"model": "' + OR.encode() + b'", "messages": ' + b"[" * 100_000 + b"]" * 100_000
     deep += b"}"
     r = client.post(
@@ -1049,7 +893,7 @@ def test_a_deeply_nested_request_body_gets_a_400(client: Any, fake: FakeProvider
 
 
 def test_an_upstream_answering_with_deep_nesting_is_a_failure_not_a_crash(
-    fake: FakeProvider, make_failover: Any
+    mode: Mode, fake: FakeProvider, make_failover: Any
 ) -> None:
     deep = "[" * 100_000 + "]" * 100_000
 
@@ -1065,6 +909,6 @@ def test_an_upstream_answering_with_deep_nesting_is_a_failure_not_a_crash(
         BK: upstreams(fake)[BK],
     }
     fo = make_failover(CONFIG.model_copy(update={"max_retries": 0}))
-    with httpx.Client(transport=FailoverTransport(ups, failover=fo)) as c:
+    with mode.client(ups, failover=fo) as c:
         assert openai_json(c).json()["choices"][0]["message"]["content"] == "from backup"
         assert openai_stream_text(c) == "from backup"

@@ -15,13 +15,14 @@ from hypothesis import strategies as st
 from swerve._payloads import (
     CacheFix,
     Downgrade,
+    JsonRules,
     WireName,
     adapt_for_target,
     fix_empty_text_cache,
     is_claude,
-    merge_reasoning_details,
 )
-from swerve.testing import FakeProvider
+from swerve._wire_rules import prepare_for_route
+from swerve.testing import FakeProvider, TelemetryRecorder
 
 Body = dict[str, Any]
 MARK: Body = {"type": "ephemeral"}
@@ -626,47 +627,39 @@ def test_adapt_anthropic_clean_body_is_the_same_object() -> None:
     assert out is body and report is None
 
 
-# --- merge_reasoning_details -------------------------------------------------------------------
+# --- the step both the transport and the LangChain adapter run ---------------------------------
 
 
-def test_merge_interleaved_fragments_of_two_entries() -> None:
-    fragments: list[Body] = [
-        {"type": "reasoning.text", "index": 0, "text": "Let me ", "format": "anthropic-claude-v1"},
-        {"type": "reasoning.encrypted", "index": 1, "data": "gAAA", "id": None},
-        {"type": "reasoning.text", "index": 0, "text": "think.", "signature": None},
-        {"type": "reasoning.encrypted", "index": 1, "data": "BBB=", "id": "rs_1"},
-        {"type": "reasoning.text", "index": 0, "text": " \n", "signature": SIG},
-        {"type": "reasoning.encrypted", "index": 1, "data": "", "id": None},
-    ]
-    snapshot = copy.deepcopy(fragments)
-    assert merge_reasoning_details(fragments) == [
-        {
-            "type": "reasoning.text",
-            "index": 0,
-            "text": "Let me think. \n",
-            "format": "anthropic-claude-v1",
-            "signature": SIG,
-        },
-        {"type": "reasoning.encrypted", "index": 1, "data": "gAAABBB=", "id": "rs_1"},
-    ]
-    assert fragments == snapshot
-
-
-def test_merge_keeps_whitespace_and_separates_types_at_one_index() -> None:
-    fragments: list[Body] = [
-        {"type": "reasoning.summary", "index": 0, "summary": "Plan"},
-        {"type": "reasoning.text", "index": 0, "text": " "},
-        {"type": "reasoning.summary", "index": 0, "summary": ": read"},
-        {"type": "reasoning.text", "index": 0, "text": "\n", "signature": SIG},
-    ]
-    assert merge_reasoning_details(fragments) == [
-        {"type": "reasoning.summary", "index": 0, "summary": "Plan: read"},
-        {"type": "reasoning.text", "index": 0, "text": " \n", "signature": SIG},
-    ]
-
-
-def test_merge_of_nothing() -> None:
-    assert merge_reasoning_details([]) == []
+def test_prepare_for_route_adapts_only_a_moved_call_then_fixes_and_reports_both() -> None:
+    body: Body = {
+        "model": "gpt-5",
+        "messages": [
+            user(text("q", MARK)),
+            {"role": "assistant", "content": "a", "reasoning": "r"},
+        ],
+    }
+    recorder = TelemetryRecorder()
+    try:
+        rules = JsonRules("openai", "gpt-5")
+        kept = prepare_for_route(
+            body, rules, route="b/gpt-5", moved=False, telemetry=recorder.telemetry
+        )
+        assert kept is body  # the route it asked for: nothing to adapt, nothing to fix
+        out = prepare_for_route(
+            body, rules, route="b/gpt-5", moved=True, telemetry=recorder.telemetry
+        )
+        assert out == adapt_for_target(body, "openai", target_model="gpt-5")[0]
+        assert recorder.counter("swerve.downgrades", swerve__route="b/gpt-5") == 1
+        claude: Body = {"model": CLAUDE, "messages": [user(text("q"), text(" ", MARK))]}
+        fixed = prepare_for_route(
+            claude, JsonRules("openai", CLAUDE), route="c/x", moved=False,
+            telemetry=recorder.telemetry,
+        )  # fmt: skip
+        assert fixed == fix_empty_text_cache(claude, "openai")[0]
+        assert recorder.counter("swerve.cache_fixes", swerve__route="c/x") == 1
+        assert recorder.counter("swerve.downgrades", swerve__route="c/x") == 0
+    finally:
+        recorder.shutdown()
 
 
 # --- end to end: the fake provider applies Anthropic's checks ----------------------------------

@@ -17,7 +17,7 @@ from swerve._policy import (
     next_route,
     qualifies,
     start_route,
-    wait_bound,
+    walk,
 )
 
 A, B, C, D = (
@@ -202,6 +202,12 @@ configs = st.builds(
 )
 
 
+def planned_wait_bound(config: FallbackConfig) -> float:
+    """The most waiting one call can plan: every retry on every route, each at its cap."""
+    per_wait = max(config.backoff_max_s, config.retry_after_max_s)
+    return (config.max_swaps + 1) * config.max_retries * per_wait
+
+
 def _reachable(config: FallbackConfig, start: str) -> set[str]:
     seen, todo = {start}, [start]
     while todo:
@@ -235,8 +241,10 @@ def test_every_call_terminates_within_its_budgets(
     waited = 0.0
     per_route_retries: list[int] = []
     reachable = _reachable(config, requested)
+    walked = set(walk(config, requested, requested))  # what the transports check up front
     for step in range(10_000):
         assert current in reachable
+        assert current in walked
         failure = sequence[step % len(sequence)]
         decision = decide(
             config, failure, requested=requested, current=current, retries=retries, swaps=swaps,
@@ -257,7 +265,70 @@ def test_every_call_terminates_within_its_budgets(
         pytest.fail("the call never ended")
     assert swaps <= config.max_swaps
     assert all(r <= config.max_retries for r in per_route_retries)
-    assert waited <= wait_bound(config) + 1e-9
+    assert waited <= planned_wait_bound(config) + 1e-9
+
+
+# --- the one walk of the fallback map (callers: the engine, the CLI, the alert rules, the
+# transports' construction check) ------------------------------------------------------------
+@settings(max_examples=300, deadline=None)
+@given(
+    fallbacks=route_maps,
+    max_swaps=st.integers(0, 6),
+    requested=st.sampled_from(ROUTES),
+    cools=st.booleans(),
+)
+def test_a_call_whose_every_attempt_fails_tries_the_budgeted_walk(
+    fallbacks: dict[str, str | list[str]], max_swaps: int, requested: str, cools: bool
+) -> None:
+    """walk(..., max_swaps=n), which `swerve config check` prints, is the engine's order: one
+    route per swap, revisits included (the cycle guard holds within one choice only)."""
+    config = FallbackConfig(fallbacks=fallbacks, max_swaps=max_swaps, max_retries=0)
+    degraded: set[str] = set()
+    current, _ = start_route(config, requested, degraded)
+    tried, swaps = [current], 0
+    while True:
+        decision = decide(
+            config, F503, requested=requested, current=current, retries=0, swaps=swaps,
+            degraded=degraded,
+        )  # fmt: skip
+        if not isinstance(decision, Swap):
+            break
+        if cools:  # a failed route cools down (cooldown_s > 0), or not (cooldown_s = 0)
+            degraded.add(current)
+        current, swaps = decision.route, swaps + 1
+        tried.append(current)
+    assert tried == list(walk(config, requested, requested, max_swaps=max_swaps))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    fallbacks=route_maps,
+    requested=st.sampled_from(ROUTES),
+    degraded=st.sets(st.sampled_from(ROUTES)),
+)
+def test_a_call_starts_on_the_first_healthy_route_of_the_guarded_walk(
+    fallbacks: dict[str, str | list[str]], requested: str, degraded: set[str]
+) -> None:
+    """walk() without a budget, which the alert rules read as a chain, is every route a call
+    may start on, however small max_swaps is."""
+    config = FallbackConfig(fallbacks=fallbacks, max_swaps=1)
+    routes = list(walk(config, requested, requested))
+    assert len(routes) == len(set(routes))  # the cycle guard
+    healthy = [r for r in routes if r not in degraded]
+    start, skipped = start_route(config, requested, degraded)
+    assert start == (healthy[0] if healthy else requested)
+    assert list(skipped) == (routes[: routes.index(start)] if healthy else [])
+
+
+def test_a_chain_longer_than_the_swap_budget_is_reached_whole() -> None:
+    """One swap is enough to land past a degraded route: the transports check the whole walk."""
+    config = FallbackConfig(fallbacks={A: [B, C]}, max_swaps=1)
+    assert list(walk(config, A, A)) == [A, B, C]
+    assert list(walk(config, A, A, max_swaps=1)) == [A, B]
+    assert start_route(config, A, {A, B}) == (C, (A, B))
+    assert decide(config, F503, requested=A, current=A, retries=3, swaps=0, degraded={B}) == (
+        Swap(C, (B,))
+    )
 
 
 # --- backoff at the edges (issue 9, B10) -----------------------------------------------------

@@ -1,4 +1,4 @@
-"""docs/telemetry.md, swerve._telemetry and what a run emits must agree, both ways."""
+"""docs/telemetry.md, swerve._names and what a run emits must agree, both ways."""
 
 from __future__ import annotations
 
@@ -27,7 +27,8 @@ from swerve import (
     StreamSpec,
     Telemetry,
 )
-from swerve import _telemetry as names
+from swerve import _bounded as bounds
+from swerve import _names as names
 from swerve.testing import FakeProvider, Fault, Reply
 
 from . import _wire
@@ -91,17 +92,14 @@ def emitted() -> Iterator[dict[str, Any]]:
     tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
     reader = InMemoryMetricReader()
     meter_provider = MeterProvider(metric_readers=[reader])
-    telemetry = Telemetry(tracer_provider, meter_provider, record_messages=True)
     clock = FakeClock()
+    telemetry = Telemetry(tracer_provider, meter_provider, record_messages=True, clock=clock)
     P, F = "primary/model-a", "fallback/model-b"
     config = FallbackConfig(
         fallbacks={P: F}, max_retries=1, jitter=False,
         breaker={"min_calls": 2, "failure_rate": 1.0, "open_s": 10},
     )  # fmt: skip
-    fo = Failover(
-        config, MemoryHealth(), telemetry=telemetry, clock=clock.time,
-        monotonic=clock.monotonic, sleep=clock.sleep,
-    )  # fmt: skip
+    fo = Failover(config, MemoryHealth(), telemetry=telemetry, clock=clock)
     with FakeProvider() as fake, httpx.Client() as client:
         fake.script("primary", [Fault.status(503), Fault.status(503)])
         fo.call(P, lambda a: _wire.complete(client, fake, a))  # retry, breaker, cooldown, swap
@@ -133,7 +131,7 @@ def emitted() -> Iterator[dict[str, Any]]:
         # A cooldown that ends into a still-dead route: its one probe fails.
         fo = Failover(
             config.model_copy(update={"breaker": BreakerConfig(enabled=False)}), MemoryHealth(),
-            telemetry=telemetry, clock=clock.time, monotonic=clock.monotonic, sleep=clock.sleep,
+            telemetry=telemetry, clock=clock,
         )  # fmt: skip
         fake.set_fault("primary", Fault.status(503))
         fo.call(P, lambda a: _wire.complete(client, fake, a))  # cools the primary
@@ -205,6 +203,6 @@ def test_every_documented_name_is_emitted_and_nothing_else(emitted: dict[str, An
 
 def test_doc_states_the_cardinality_limits_the_code_applies() -> None:
     text = " ".join(DOC.read_text().split())
-    assert f"first {names.ROUTE_LIMIT:,} distinct routes" in text
-    assert f"first {names.ERROR_TYPE_LIMIT:,} distinct values" in text
-    assert f"`{names.OVERFLOW}`" in text
+    assert f"first {bounds.ROUTE_LIMIT:,} distinct routes" in text
+    assert f"first {bounds.ERROR_TYPE_LIMIT:,} distinct values" in text
+    assert f"`{bounds.OVERFLOW}`" in text

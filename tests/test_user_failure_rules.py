@@ -96,7 +96,7 @@ def config(**kw: Any) -> FallbackConfig:
 
 
 def failover(cfg: FallbackConfig, clock: FakeClock, **kw: Any) -> Failover:
-    return Failover(cfg, MemoryHealth(), random=lambda: 1.0, **clock.failover_kwargs(), **kw)
+    return Failover(cfg, MemoryHealth(), clock=clock, **kw)  # FakeClock().random() is 1.0
 
 
 @pytest.fixture(params=MODES)
@@ -245,6 +245,22 @@ def test_user_classifier_beats_the_builtin_one(mode: str) -> None:
     assert value == "from fallback"
     assert routes(records) == [P, P, F]
     assert records[0].failure is not None and records[0].failure.kind is K.UNAVAILABLE
+
+
+def test_with_classifiers_teaches_a_ready_failover_and_leaves_it_as_it_was(mode: str) -> None:
+    """What an adapter does with a Failover it is handed: a copy that reads its framework's
+    errors first, on the same health store; the original still reads them as unknown."""
+    clock = FakeClock()
+    base = failover(config(max_retries=0), clock)
+    taught = base.with_classifiers(in_band)
+    with pytest.raises(ValueError, match="in-band overload"):
+        run(mode, base, Script({P: [ValueError("in-band overload")], F: ["unused"]}))
+
+    script = Script({P: [ValueError("in-band overload")], F: ["from fallback"]})
+    value, records = run(mode, taught, script)
+    assert value == "from fallback" and routes(records) == [P, F]
+    cooling = {h.route for h in base.health.snapshot(clock.now) if h.degraded}
+    assert taught.health is base.health and cooling == {P}
 
 
 def test_classifiers_run_in_order_and_can_overrule_builtin_kinds(mode: str) -> None:

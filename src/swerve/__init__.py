@@ -7,20 +7,21 @@ every decision as OpenTelemetry spans, events and metrics.
 
 import logging
 
+from ._clock import Clock
 from ._config import BreakerConfig, ConfigError, FallbackConfig
-from ._engine import (
+from ._failover import Failover
+from ._failures import Classifier, Failure, FailureKind, UpstreamError
+from ._health import HealthStore, MemoryHealth
+from ._redis import RedisHealth
+from ._results import (
     Attempt,
     AttemptRecord,
-    Failover,
     MidStreamError,
     PartKind,
     Result,
     StreamReset,
     StreamSpec,
 )
-from ._failures import Classifier, Failure, FailureKind, UpstreamError
-from ._health import HealthStore, MemoryHealth
-from ._redis import RedisHealth
 from ._routes import Route
 from ._telemetry import Telemetry
 from ._version import __version__
@@ -33,6 +34,7 @@ __all__ = [
     "AttemptRecord",
     "BreakerConfig",
     "Classifier",
+    "Clock",
     "ConfigError",
     "Failover",
     "Failure",

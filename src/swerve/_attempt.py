@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 import math
 import re
@@ -12,9 +11,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._config import FallbackConfig
-from ._engine import Attempt, PartKind, StreamSpec
 from ._failures import AttemptTimeout, InStreamError, MalformedStreamError
+from ._flavour import flavour_of
 from ._redact import REDACTED
+from ._results import Attempt, PartKind, StreamSpec
 from ._sse import _Event, _interpret, _SSEParser
 from ._upstream import Upstream
 
@@ -160,25 +160,12 @@ class _Limits:
             raise AttemptTimeout("stall", now - self.last)
 
 
-_MODULES: dict[type, Any] = {}
-
-
-def _module_of(obj: Any) -> Any:
-    """httpx or httpx2: whichever the client's request (or response) comes from."""
-    cls = type(obj)
-    module = _MODULES.get(cls)
-    if module is None:
-        module = _MODULES[cls] = importlib.import_module(cls.__module__.partition(".")[0])
-    return module
-
-
 def _returned(headers: Any) -> list[tuple[str, str]]:
     return [(k, v) for k, v in headers.multi_items() if k.lower() not in _NOT_RETURNED]
 
 
 def _response(like: Any, status: int, headers: list[tuple[str, str]], content: bytes) -> Any:
-    module = _module_of(like)
-    return module.Response(status, headers=headers, content=content)
+    return flavour_of(like).Response(status, headers=headers, content=content)
 
 
 def _secrets(upstream: Upstream) -> tuple[str, ...]:

@@ -8,8 +8,7 @@ from typing import Any
 
 import httpx
 
-from ._attempt import _Chunk, _ErrorInBody, _Malformed, _module_of, _redacted, _response, _returned
-from ._engine import AsyncFailoverStream, FailoverStream, MidStreamError
+from ._attempt import _Chunk, _ErrorInBody, _Malformed, _redacted, _response, _returned
 from ._failures import (
     AttemptTimeout,
     CircuitOpenError,
@@ -17,8 +16,11 @@ from ._failures import (
     InStreamError,
     MalformedStreamError,
 )
+from ._flavour import Flavour, flavour_of
+from ._results import MidStreamError
 from ._routing import _Core
 from ._sse import _Event
+from ._streams import AsyncFailoverStream, FailoverStream
 from ._upstream import ResponseTooLarge, UpstreamStatusError
 
 
@@ -32,8 +34,8 @@ def _given_up(request: Any, error: Exception, core: _Core, started: float) -> An
     if isinstance(error, _ErrorInBody | _Malformed):
         status, headers, content = error.replay
         headers, content = _redacted(secrets, headers, content)
-        return _module_of(request).Response(status, headers=headers, content=content)
-    module = _module_of(request)
+        return flavour_of(request).Response(status, headers=headers, content=content)
+    module = flavour_of(request)
     if isinstance(error, IncompleteStreamError):
         raise module.RemoteProtocolError(
             f"swerve: the upstream stream ended without its finish event ({error})", request=request
@@ -44,7 +46,9 @@ def _given_up(request: Any, error: Exception, core: _Core, started: float) -> An
     raise client_error from error
 
 
-def _client_error(error: BaseException, module: Any, request: Any, started: float) -> BaseException:
+def _client_error(
+    error: BaseException, module: Flavour, request: Any, started: float
+) -> BaseException:
     """What the client's own stack raises for ``error``: swerve's time limits as its flavour's
     ``ReadTimeout``, an open breaker as its ``ConnectError`` (no request was sent), an
     over-large body as its ``DecodingError``, httpx errors re-made in its flavour. So
@@ -74,7 +78,7 @@ def _client_error(error: BaseException, module: Any, request: Any, started: floa
 _TOO_LARGE: dict[str, type] = {}
 
 
-def _too_large_class(module: Any) -> type:
+def _too_large_class(module: Flavour) -> type:
     """:class:`ResponseTooLarge` that is also ``module.DecodingError``."""
     cls = _TOO_LARGE.get(module.__name__)
     if cls is None:
@@ -85,7 +89,7 @@ def _too_large_class(module: Any) -> type:
     return cls
 
 
-def _ending(error: MidStreamError, module: Any, core: _Core, started: float) -> bytes:
+def _ending(error: MidStreamError, module: Flavour, core: _Core, started: float) -> bytes:
     """When a stream fails after its output began: the last bytes the client gets, or (raised)
     the error it gets, in its flavour.
 
@@ -114,7 +118,7 @@ def _ending(error: MidStreamError, module: Any, core: _Core, started: float) -> 
 _STREAM_CLASSES: dict[tuple[str, bool], type] = {}
 
 
-def _byte_stream(module: Any, sync: bool, source: Any, core: _Core, started: float) -> Any:
+def _byte_stream(module: Flavour, sync: bool, source: Any, core: _Core, started: float) -> Any:
     """A response body of the client's flavour (httpx or httpx2) fed by the failover stream."""
     key = (module.__name__, sync)
     cls = _STREAM_CLASSES.get(key)
@@ -127,14 +131,21 @@ def _byte_stream(module: Any, sync: bool, source: Any, core: _Core, started: flo
     return cls(source, core, module, started)
 
 
-class _SyncBody:
-    def __init__(
-        self, source: FailoverStream[_Chunk], core: _Core, module: Any, started: float
-    ) -> None:
+class _Body:
+    """A response body fed by a failover stream; how it ends after its output began."""
+
+    def __init__(self, source: Any, core: _Core, module: Flavour, started: float) -> None:
         self.source = source
         self.core = core
         self.module = module
         self.started = started
+
+    def _ending(self, error: MidStreamError) -> bytes:
+        return _ending(error, self.module, self.core, self.started)
+
+
+class _SyncBody(_Body):
+    source: FailoverStream[_Chunk]
 
     def __iter__(self) -> Iterator[bytes]:
         try:
@@ -142,20 +153,14 @@ class _SyncBody:
                 if isinstance(chunk, _Event):
                     yield chunk.raw
         except MidStreamError as exc:
-            yield _ending(exc, self.module, self.core, self.started)
+            yield self._ending(exc)
 
     def close(self) -> None:
         self.source.close()
 
 
-class _AsyncBody:
-    def __init__(
-        self, source: AsyncFailoverStream[_Chunk], core: _Core, module: Any, started: float
-    ) -> None:
-        self.source = source
-        self.core = core
-        self.module = module
-        self.started = started
+class _AsyncBody(_Body):
+    source: AsyncFailoverStream[_Chunk]
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         try:
@@ -163,13 +168,13 @@ class _AsyncBody:
                 if isinstance(chunk, _Event):
                     yield chunk.raw
         except MidStreamError as exc:
-            yield _ending(exc, self.module, self.core, self.started)
+            yield self._ending(exc)
 
     async def aclose(self) -> None:
         await self.source.aclose()
 
 
-def _flavoured(error: BaseException, module: Any) -> BaseException:
+def _flavoured(error: BaseException, module: Flavour) -> BaseException:
     """httpx errors re-made in the client's flavour, so an httpx2 client sees httpx2 errors."""
     if isinstance(error, httpx.HTTPError) and module.__name__ != "httpx":
         cls = getattr(module, type(error).__name__, None)

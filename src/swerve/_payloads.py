@@ -1,4 +1,4 @@
-"""Wire fixes: pure functions that repair LLM request bodies before they are sent.
+"""Wire fixes on raw JSON request bodies: pure functions that repair them before they are sent.
 
 Two wires are understood:
 
@@ -14,80 +14,63 @@ input itself when nothing changed, together with a frozen report (``None`` when 
 changed). Paths in reports are JSON paths such as ``"messages[2].content[0]"``.
 
 :func:`fix_empty_text_cache` prevents Anthropic's 400s for empty text blocks;
-:func:`adapt_for_target` strips what a swapped-to provider does not accept (run it first on a
-swap, then :func:`fix_empty_text_cache`); :func:`merge_reasoning_details` assembles OpenRouter's
-streamed ``reasoning_details`` fragments so they can be replayed on the next turn.
+:func:`adapt_for_target` strips what a swapped-to provider does not accept. :class:`JsonRules`
+offers both to :func:`swerve._wire_rules.prepare_for_route`, which runs them in that order
+and reports what they did. The names, the reports and that step live in
+:mod:`swerve._wire_rules`, shared with the LangChain adapter's rules on message objects.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
+
+from ._wire_rules import (
+    ANTHROPIC_MARKABLE,
+    CACHE_CONTROL,
+    OPENAI_MARKABLE,
+    REASONING,
+    REASONING_DETAILS,
+    TEXT,
+    CacheFix,
+    Downgrade,
+    WireName,
+    is_claude,
+    speaks_to_claude,
+)
 
 __all__ = [
     "CacheFix",
     "Downgrade",
+    "JsonRules",
     "WireName",
     "adapt_for_target",
     "fix_empty_text_cache",
     "is_claude",
-    "merge_reasoning_details",
 ]
-
-WireName = Literal["anthropic", "openai"]
-"""Which request shape a body has: Anthropic Messages or OpenAI (OpenRouter) chat completions."""
 
 _Path = tuple[str | int, ...]
 
-# Block types Anthropic accepts a cache_control marker on (non-empty text is checked apart).
-# Thinking blocks are left out on purpose: the API rejects markers there.
-_ANTHROPIC_MARKABLE = frozenset({"image", "document", "tool_use", "tool_result"})
-_OPENAI_MARKABLE = frozenset({"image_url"})
 # Message keys that carry nothing once the content is gone, so such a message can be dropped;
 # anything else (tool_calls, tool_call_id, reasoning_details) must survive with the message.
-_DROPPABLE_MESSAGE_KEYS = frozenset({"role", "content", "name", "cache_control"})
-# Streamed reasoning_details fields that arrive in pieces; every other field is whole.
-_CONCAT_FIELDS = frozenset({"text", "summary", "data"})
+_DROPPABLE_MESSAGE_KEYS = frozenset({"role", "content", "name", CACHE_CONTROL})
+_REASONING_KEYS = (REASONING_DETAILS, REASONING)
 
 
 @dataclass(frozen=True, slots=True)
-class CacheFix:
-    """What :func:`fix_empty_text_cache` changed.
+class JsonRules:
+    """The wire rules for a raw JSON body on ``wire`` going to ``target_model``
+    (a :class:`swerve._wire_rules.WireRules`)."""
 
-    ``paths`` and ``messages`` are positions in the input body (those items are gone from the
-    returned one); ``moved_to`` names positions in the *returned* body, so it can be looked
-    up in what was sent.
-    """
+    wire: WireName
+    target_model: str
 
-    blocks: int
-    """How many empty or whitespace-only text blocks were dropped."""
-    moved_to: tuple[str, ...]
-    """For each cache_control marker that sat on a dropped block (or on a dropped message), in
-    body order: the path in the returned body of the block now carrying it (a marker absorbed by
-    one already there names that block too), or ``"dropped"`` when no earlier block could."""
-    paths: tuple[str, ...]
-    """Where the dropped blocks were, as paths in the input body."""
-    messages: tuple[str, ...] = ()
-    """Messages removed because every block they had was dropped (paths in the input body)."""
+    def adapt(self, body: dict[str, Any], /) -> tuple[dict[str, Any], Downgrade | None]:
+        return adapt_for_target(body, self.wire, target_model=self.target_model)
 
-
-@dataclass(frozen=True, slots=True)
-class Downgrade:
-    """What :func:`adapt_for_target` removed, as paths in the input body
-    (``"messages[1].content[0].cache_control"``, ``"messages[3].reasoning_details"``)."""
-
-    removed: tuple[str, ...]
-
-
-def is_claude(model: str) -> bool:
-    """Whether ``model`` is an Anthropic Claude model on any route.
-
-    Matches ``"claude"`` anywhere in the name, case-insensitively, so ``"claude-sonnet-5"``,
-    ``"anthropic/claude-sonnet-5"`` and ``"claude-3-5-haiku-latest"`` all count. Use this one
-    test wherever Claude matters, so caching and routing never disagree (a seed bug).
-    """
-    return "claude" in model.lower()
+    def fix(self, body: dict[str, Any], /) -> tuple[dict[str, Any], CacheFix | None]:
+        return fix_empty_text_cache(body, self.wire)
 
 
 def fix_empty_text_cache(
@@ -125,7 +108,7 @@ def fix_empty_text_cache(
     On the OpenAI wire the fix applies only when ``body["model"]`` is Claude (OpenRouter relays
     those to Anthropic, which applies its checks); other models get the body back unchanged.
     """
-    if wire == "openai" and not is_claude(str(body.get("model") or "")):
+    if not speaks_to_claude(wire == "anthropic", str(body.get("model") or "")):
         return _same(body), None
     plan = _CachePlan(wire)
     plan.walk(body)
@@ -167,60 +150,31 @@ def adapt_for_target(
     if wire == "openai":
         if is_claude(target_model):
             return _same(body), None
-        if "cache_control" in body:
-            drops.append(("cache_control",))
+        if CACHE_CONTROL in body:
+            drops.append((CACHE_CONTROL,))
         tools = body.get("tools")
         for i, tool in enumerate(tools if isinstance(tools, list) else []):
-            if isinstance(tool, Mapping) and "cache_control" in tool:
-                drops.append(("tools", i, "cache_control"))
+            if isinstance(tool, Mapping) and CACHE_CONTROL in tool:
+                drops.append(("tools", i, CACHE_CONTROL))
         for i, message in indexed:
             if not isinstance(message, Mapping):
                 continue
             path: _Path = ("messages", i)
-            if "cache_control" in message:
-                drops.append((*path, "cache_control"))
+            if CACHE_CONTROL in message:
+                drops.append((*path, CACHE_CONTROL))
             if message.get("role") == "assistant":
-                drops += [(*path, k) for k in ("reasoning_details", "reasoning") if k in message]
-            drops += _keyed_blocks(message, path, "cache_control")
+                drops += [(*path, k) for k in _REASONING_KEYS if k in message]
+            drops += _keyed_blocks(message, path, CACHE_CONTROL)
     else:
         for i, message in indexed:
             if not isinstance(message, Mapping):
                 continue
             path = ("messages", i)
-            drops += [(*path, k) for k in ("reasoning_details", "reasoning") if k in message]
-            drops += _keyed_blocks(message, path, "reasoning_details")
+            drops += [(*path, k) for k in _REASONING_KEYS if k in message]
+            drops += _keyed_blocks(message, path, REASONING_DETAILS)
     if not drops:
         return _same(body), None
     return _apply(body, (), _Edits.of(drops)), Downgrade(tuple(_fmt(p) for p in drops))
-
-
-def merge_reasoning_details(fragments: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Assemble OpenRouter's streamed ``reasoning_details`` fragments into whole entries.
-
-    Fragments of one entry share ``type`` and ``index``. Their ``text``, ``summary`` and
-    ``data`` strings are concatenated in arrival order; any other field (``signature``, ``id``,
-    ``format``, ...) takes the last non-null value seen. Entries keep the order in which they
-    first appeared. Whitespace-only text is kept as is: it may be the signed reasoning the
-    next turn has to replay byte for byte. Returns new dicts; the fragments are not modified.
-    """
-    merged: dict[tuple[str | None, int | None], dict[str, Any]] = {}
-    for fragment in fragments:
-        kind, index = fragment.get("type"), fragment.get("index")
-        key = (
-            kind if isinstance(kind, str) else None,
-            index if isinstance(index, int) and not isinstance(index, bool) else None,
-        )
-        entry = merged.get(key)
-        if entry is None:
-            merged[key] = dict(fragment)
-            continue
-        for name, value in fragment.items():
-            if name in _CONCAT_FIELDS and isinstance(value, str):
-                before = entry.get(name)
-                entry[name] = before + value if isinstance(before, str) else value
-            elif value is not None or name not in entry:
-                entry[name] = value
-    return list(merged.values())
 
 
 # --- internals ------------------------------------------------------------------------------
@@ -346,7 +300,7 @@ class _CachePlan:
         if not isinstance(content, list) or not self._blocks(content, (*path, "content")):
             return
         # Every block was blank: the message has nothing left to say.
-        marker = message.get("cache_control") if self.wire == "openai" else None
+        marker = message.get(CACHE_CONTROL) if self.wire == "openai" else None
         if marker is not None:
             self._land(marker)
         if self.wire == "anthropic" or _DROPPABLE_MESSAGE_KEYS.issuperset(message):
@@ -355,7 +309,7 @@ class _CachePlan:
             return
         self.edits.assign(path, "content", None if message.get("role") == "assistant" else "")
         if marker is not None:
-            self.edits.drops.add((*path, "cache_control"))
+            self.edits.drops.add((*path, CACHE_CONTROL))
 
     def _blocks(self, blocks: Sequence[Any], path: _Path, *, nested: bool = False) -> bool:
         """Walk one content list; True when it was non-empty and every block got dropped.
@@ -372,16 +326,16 @@ class _CachePlan:
             if not isinstance(kind, str):  # a client's junk ({"type": []}) is left as it is
                 continue
             text = block.get("text")
-            if kind == "text" and isinstance(text, str) and not text.strip():
+            if kind == TEXT and isinstance(text, str) and not text.strip():
                 dropped += 1
                 self.empties.append(here)
                 self.edits.drops.add(here)
-                marker = block.get("cache_control")
+                marker = block.get(CACHE_CONTROL)
                 if marker is not None:
                     self._land(marker)
                 continue
-            markable = _ANTHROPIC_MARKABLE if self.wire == "anthropic" else _OPENAI_MARKABLE
-            if (kind == "text" and isinstance(text, str)) or kind in markable:
+            markable = ANTHROPIC_MARKABLE if self.wire == "anthropic" else OPENAI_MARKABLE
+            if (kind == TEXT and isinstance(text, str)) or kind in markable:
                 self._candidate(here, block)
             # A tool result nests its own blocks, which the API checks the same way.
             inner = block.get("content")
@@ -397,10 +351,10 @@ class _CachePlan:
 
     def _candidate(self, path: _Path, block: Mapping[str, Any]) -> None:
         self._last = path
-        self._last_marked = block.get("cache_control") is not None
+        self._last_marked = block.get(CACHE_CONTROL) is not None
 
     def _land(self, marker: Any) -> None:
         self.moved.append(self._last)
         if self._last is not None and not self._last_marked:
-            self.edits.assign(self._last, "cache_control", marker)
+            self.edits.assign(self._last, CACHE_CONTROL, marker)
             self._last_marked = True  # a second marker moving here is absorbed

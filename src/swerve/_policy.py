@@ -6,6 +6,7 @@ tested exhaustively. The engine owns time; both its sync and async paths ask thi
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 from collections.abc import Callable, Container, Iterator
@@ -28,7 +29,6 @@ __all__ = [
     "next_route",
     "qualifies",
     "start_route",
-    "wait_bound",
     "walk",
 ]
 
@@ -167,12 +167,31 @@ def _next_in(mapping: FallbackMap, requested: str, current: str) -> str | None:
 
 
 def walk(
-    config: FallbackConfig, requested: str, first: str, kind: FailureKind | None = None
+    config: FallbackConfig,
+    requested: str,
+    first: str,
+    kind: FailureKind | None = None,
+    *,
+    max_swaps: int | None = None,
 ) -> Iterator[str]:
-    """Routes from ``first`` onward along the map, each at most once (the cycle guard)."""
+    """Routes from ``first`` onward along the map (``kind``'s map when given), in a call that
+    asked for ``requested``: the one walk of the fallback map, as the engine makes it.
+
+    Without ``max_swaps``: each route at most once (the cycle guard). This is the walk of one
+    route choice: where a call starts (from ``requested``) and where a swap lands, each the
+    first route of the walk that is not degraded; so a call may reach any of these routes,
+    however few swaps it may make.
+
+    With ``max_swaps``: the routes a call tries when every attempt fails, ``first`` then one
+    route per swap, at most ``max_swaps`` of them. A route may come again: the cycle guard
+    holds within one choice, not across a call's swaps (a swap whose every route is degraded
+    lands where the map says, on a route the call already tried).
+    """
     seen: set[str] = set()
     route: str | None = first
-    while route is not None and route not in seen:
+    for _ in itertools.count() if max_swaps is None else range(max_swaps + 1):
+        if route is None or (max_swaps is None and route in seen):
+            return
         seen.add(route)
         yield route
         route = next_route(config, requested, route, kind)
@@ -301,9 +320,3 @@ class _With:
 
     def __contains__(self, route: object) -> bool:
         return route == self._extra or route in self._base
-
-
-def wait_bound(config: FallbackConfig) -> float:
-    """An upper bound on the total waiting one call can plan (retries on every route)."""
-    per_wait = max(config.backoff_max_s, config.retry_after_max_s)
-    return (config.max_swaps + 1) * config.max_retries * per_wait

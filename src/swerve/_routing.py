@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import importlib
+import itertools
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from . import _payloads as payloads
 from ._attempt import (
     _AUTH_HEADERS,
     _ErrorInBody,
     _Limits,
     _Malformed,
-    _module_of,
     _Reader,
     _redacted,
     _Replay,
@@ -24,12 +22,16 @@ from ._attempt import (
     _secrets,
 )
 from ._config import FallbackConfig
-from ._engine import Attempt, Failover
-from ._policy import next_route
+from ._failover import Failover
+from ._flavour import flavour_of
+from ._payloads import JsonRules
+from ._policy import walk
 from ._redact import scrub
+from ._results import Attempt
 from ._routes import Route
 from ._sse import _Event, _SSEParser
 from ._upstream import _ENDPOINTS, ROUTE_HEADER, SWITCH_HEADER, Upstream, UpstreamStatusError
+from ._wire_rules import prepare_for_route
 
 # What a client may authenticate itself with: meant for the host it addressed, so never sent to
 # another one (see _Core.build).
@@ -80,16 +82,16 @@ class _Core:
         self._check(config if config is not None else failover.config)
 
     def _check(self, config: FallbackConfig | None) -> None:
-        """Refuse, now, every swap the config could make that this transport cannot serve."""
-        if config is None:
+        """Refuse, now, every route a call could start on or swap to that this transport
+        cannot serve (no Upstream, or another wire)."""
+        if config is None or not config.enabled:
             return
         kinds = [None, *config.fallbacks_by_failure]  # the plain map, then each kind's map
         for kind, requested in ((k, r) for k in kinds for r in self.upstreams):
-            seen, current = {requested}, requested
-            for _ in range(config.max_swaps):
-                target = next_route(config, requested, current, kind)
-                if target is None or target in seen:
-                    break
+            # The whole walk, not max_swaps steps of it: a call starts on, or swaps to, the
+            # first route of the walk that is not degraded, however far along it is.
+            routes = list(walk(config, requested, requested, kind))
+            for current, target in itertools.pairwise(routes):
                 source = self.upstreams[current]
                 if target not in self.upstreams:
                     raise ValueError(
@@ -101,8 +103,6 @@ class _Core:
                         f"({self.upstreams[target].wire} wire): swerve does not translate "
                         "between wires; map routes of the same wire to each other"
                     )
-                seen.add(target)
-                current = target
 
     # -- routing ------------------------------------------------------------------------------
     def plan(self, request: Any) -> _Plan | Any | None:
@@ -174,14 +174,13 @@ class _Core:
         upstream = self.upstreams[route]
         body = dict(plan.body)
         body["model"] = upstream.model or attempt.route.model
-        target = body["model"]
-        if route != plan.route:
-            body, downgrade = payloads.adapt_for_target(body, upstream.wire, target_model=target)
-            if downgrade is not None:
-                self.failover.telemetry.downgrade(route, downgrade.removed)
-        body, fix = payloads.fix_empty_text_cache(body, upstream.wire)
-        if fix is not None:
-            self.failover.telemetry.cache_fix(route, fix.blocks, fix.moved_to)
+        body = prepare_for_route(
+            body,
+            JsonRules(upstream.wire, body["model"]),
+            route=route,
+            moved=route != plan.route,
+            telemetry=self.failover.telemetry,
+        )
         # The client's own credentials are for the host it addressed: they go to an upstream
         # only when it has no api_key of its own and is that very host, never to a fallback
         # provider elsewhere.
@@ -203,7 +202,7 @@ class _Core:
         extensions = {k: v for k, v in request.extensions.items() if k != "swerve"}
         if attempt.timeout is not None or attempt.read_timeout is not None:
             extensions["timeout"] = _timeouts(extensions.get("timeout"), attempt)
-        module = _module_of(request)
+        module = flavour_of(request)
         url = self._urls.get((module.__name__, route))
         if url is None:  # parsing a URL costs more than the rest of the rewrite: once a route
             url = self._urls[(module.__name__, route)] = module.URL(upstream.endpoint)
@@ -215,9 +214,11 @@ class _Core:
             extensions=extensions,
         )
 
-    def limits(self, attempt: Attempt, stream: bool) -> _Limits | None:
-        """The time limits a sync attempt checks as it reads (None when it has none)."""
-        if attempt.timeout is None and attempt.read_timeout is None:
+    def limits(self, attempt: Attempt, stream: bool, sync: bool) -> _Limits | None:
+        """The time limits an attempt checks as it reads (None when it has none). Only a sync
+        attempt has any: a blocking read cannot be pre-empted, while the async engine ends an
+        attempt that runs out of time by cancelling it."""
+        if not sync or (attempt.timeout is None and attempt.read_timeout is None):
             return None
         return _Limits(attempt, self.failover.config, stream)
 
@@ -281,14 +282,19 @@ class _Core:
         upstream = self.upstreams.get(route) if route else None
         if upstream is not None and upstream.transport is not None:
             return upstream.transport
-        name = type(request).__module__.partition(".")[0]
-        transport = cache.get((name, route))
+        module = flavour_of(request)
+        transport = cache.get((module.__name__, route))
         if transport is None:
-            module = importlib.import_module(name)
-            transport = cache[(name, route)] = (
+            transport = cache[(module.__name__, route)] = (
                 module.HTTPTransport() if sync else module.AsyncHTTPTransport()
             )
         return transport
+
+    def transports(self, cache: dict[Any, Any]) -> list[Any]:
+        """Every inner transport to close with the transport: those it made, and the
+        upstreams' own."""
+        own = [u.transport for u in self.upstreams.values() if u.transport is not None]
+        return [*cache.values(), *own]
 
     def scrubbed(self, exc: BaseException) -> BaseException:
         """``exc`` with every configured secret taken out of its message and notes (in place:
@@ -352,8 +358,7 @@ def _timeouts(current: Any, attempt: Attempt) -> dict[str, float | None]:
 def _error_response(request: Any, status: int, message: str) -> Any:
     """An error in the shape the SDKs read, for requests swerve cannot route (no retry storm)."""
     body = json.dumps({"error": {"message": message, "type": "invalid_request_error"}})
-    module = _module_of(request)
-    return module.Response(
+    return flavour_of(request).Response(
         status,
         headers=[("content-type", "application/json")],
         content=body.encode(),

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ._upstream import ResponseTooLarge, Wire
 
 if TYPE_CHECKING:
-    from ._engine import PartKind
+    from ._results import PartKind
 
 
 @dataclass(slots=True)

@@ -1,78 +1,289 @@
-"""The seam between the engine's decisions and the health store's I/O, for sync and async alike.
+"""The seam between the engine's decisions and everything that waits, for sync and async alike.
 
-A decision that may need the store's answer (may this call probe a recovering route? may it
-pass a half-open breaker?) is written once, as a generator that yields what it asks. The sync
-drivers answer with the store's blocking method, the async drivers await its async twin, so
-a shared store (Redis) never blocks an event loop and the decision is never written twice.
+A call is written once, as a generator (:data:`Steps`) that yields what it waits on: the
+health store's answer (a probe :class:`Claim`, a breaker :class:`Admit`), the adapter's
+function (:class:`Invoke`), its stream (:class:`Open`, :class:`Pull`, :class:`Close`), a
+backoff (:class:`Sleep`), or output for the consumer (:class:`Out`). The sync drivers answer
+with the blocking call, the async drivers await its async twin, so a shared store (Redis)
+never blocks an event loop and no decision is written twice (stamina's one retrying object
+with thin sync and async drivers is the model). An error raised while waiting is thrown into
+the generator where it waited, as if the call had been made there.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator
+import asyncio
+import contextlib
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Generator,
+    Iterator,
+)
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
+
+from ._failures import AttemptTimeout
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
+    from ._clock import Clock
     from ._config import BreakerConfig
     from ._health import HealthStore
+    from ._results import Attempt
 
-__all__ = ["Admit", "Ask", "Claim", "Steps", "run_async", "run_sync"]
+__all__ = [
+    "END",
+    "Admit",
+    "Claim",
+    "Close",
+    "Invoke",
+    "Open",
+    "Out",
+    "Pull",
+    "Sleep",
+    "Steps",
+    "Wait",
+    "drive_async",
+    "drive_sync",
+    "run_async",
+    "run_sync",
+]
 
 T = TypeVar("T")
+END: Any = object()
+"""What :class:`Pull` answers when the upstream has no more chunks."""
+
+Limits = Callable[[bool], tuple[str | None, float | None]]
+"""``committed -> (limit, seconds)``: the limit that ends soonest for the next wait."""
+
+
+class Wait(Protocol):
+    """Something a call waits on, answered by :meth:`run` (sync) or :meth:`arun` (async)."""
+
+    def run(self) -> object: ...
+
+    def arun(self) -> Coroutine[Any, Any, object]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Out:
+    """Chunks for the consumer of a stream (the drivers yield them; the answer is None)."""
+
+    items: list[Any]
+
+
+Steps = Generator[Wait | Out, Any, T]
 
 
 @dataclass(frozen=True, slots=True)
 class Claim:
     """Take ``route``'s recovery probe for ``lease_s`` seconds; answered with a bool."""
 
+    health: HealthStore
     route: str
     now: float
     lease_s: float
 
-    def run(self, health: HealthStore) -> object:
-        return health.claim_probe(self.route, self.now, self.lease_s)
+    def run(self) -> bool:
+        return self.health.claim_probe(self.route, self.now, self.lease_s)
 
-    async def arun(self, health: HealthStore) -> object:
-        return await health.aclaim_probe(self.route, self.now, self.lease_s)
+    async def arun(self) -> bool:
+        return await self.health.aclaim_probe(self.route, self.now, self.lease_s)
 
 
 @dataclass(frozen=True, slots=True)
 class Admit:
     """Ask ``route``'s breaker to admit an attempt; answered with (admission, transition)."""
 
+    health: HealthStore
     route: str
     now: float
     config: BreakerConfig
     lease_s: float
 
-    def run(self, health: HealthStore) -> object:
-        return health.admit(self.route, self.now, self.config, lease_s=self.lease_s)
+    def run(self) -> object:
+        return self.health.admit(self.route, self.now, self.config, lease_s=self.lease_s)
 
-    async def arun(self, health: HealthStore) -> object:
-        return await health.aadmit(self.route, self.now, self.config, lease_s=self.lease_s)
-
-
-Ask = Claim | Admit
-Steps = Generator[Ask, Any, T]
+    async def arun(self) -> object:
+        return await self.health.aadmit(self.route, self.now, self.config, lease_s=self.lease_s)
 
 
-def run_sync(steps: Steps[T], health: HealthStore) -> T:
-    """Drive ``steps`` to its result, answering each ask with the store's blocking call."""
+@dataclass(frozen=True, slots=True)
+class Sleep:
+    """Wait out a backoff on the call's clock."""
+
+    clock: Clock
+    seconds: float
+
+    def run(self) -> None:
+        self.clock.sleep(self.seconds)
+
+    async def arun(self) -> None:
+        await self.clock.async_sleep(self.seconds)
+
+
+@dataclass(frozen=True, slots=True)
+class Invoke:
+    """Run the adapter's function on an attempt; answered with its value. Async code is held
+    to the attempt's limits by cancelling it; sync code gets them as ``attempt.timeout``."""
+
+    fn: Callable[[Attempt], object]
+    attempt: Attempt
+    context: AbstractContextManager[None]
+    limits: Limits
+
+    def run(self) -> object:
+        with self.context:
+            return self.fn(self.attempt)
+
+    async def arun(self) -> object:
+        limit, seconds = self.limits(True)
+        with self.context:
+            return await bounded(cast(Awaitable[object], self.fn(self.attempt)), limit, seconds)
+
+
+@dataclass(frozen=True, slots=True)
+class Open:
+    """Start the adapter's stream on an attempt; answered with its (async) iterator."""
+
+    fn: Callable[[Attempt], Any]
+    attempt: Attempt
+    context: AbstractContextManager[None]
+
+    def run(self) -> object:
+        with self.context:
+            return iter(self.fn(self.attempt))
+
+    async def arun(self) -> object:
+        with self.context:
+            return aiter(self.fn(self.attempt))
+
+
+@dataclass(frozen=True, slots=True)
+class Pull:
+    """The upstream's next chunk, or :data:`END`. Async waits are cut at the soonest limit;
+    a sync wait cannot be pre-empted, so a chunk that came after its limit is a timeout
+    (``late`` raises it)."""
+
+    upstream: Any
+    context: AbstractContextManager[None]
+    committed: bool
+    limits: Limits
+    late: Callable[[bool], None]
+
+    def run(self) -> object:
+        with self.context:
+            chunk = next(self.upstream, END)
+        if chunk is not END:
+            self.late(self.committed)
+        return chunk
+
+    async def arun(self) -> object:
+        limit, seconds = self.limits(self.committed)
+        with self.context:
+            return await bounded(anext(self.upstream, END), limit, seconds)
+
+
+@dataclass(frozen=True, slots=True)
+class Close:
+    """Close the upstream of a failed attempt; a broken upstream must not mask the failure."""
+
+    upstream: object
+
+    def run(self) -> None:
+        close = getattr(self.upstream, "close", None)
+        if close is not None:
+            with contextlib.suppress(Exception):
+                close()
+
+    async def arun(self) -> None:
+        aclose = getattr(self.upstream, "aclose", None)
+        if aclose is not None:
+            with contextlib.suppress(Exception):
+                await aclose()
+
+
+async def bounded(awaitable: Awaitable[T], limit: str | None, seconds: float | None) -> T:
+    """Await ``awaitable`` for at most ``seconds``; past them it is an :class:`AttemptTimeout`."""
+    if seconds is None or limit is None:
+        return await awaitable
+    # A limit already past (time spent before this wait) waits 0 s, and says so: a timeout
+    # message never shows a negative duration.
+    seconds = max(seconds, 0.0)
     try:
-        ask = next(steps)
-        while True:
-            ask = steps.send(ask.run(health))
-    except StopIteration as done:
-        result: T = done.value
-        return result
+        async with asyncio.timeout(seconds) as scope:
+            return await awaitable
+    except TimeoutError:
+        if scope.expired():
+            raise AttemptTimeout(limit, seconds) from None
+        raise
 
 
-async def run_async(steps: Steps[T], health: HealthStore) -> T:
-    """Drive ``steps`` to its result, awaiting the store's async twin of each ask."""
-    try:
-        ask = next(steps)
-        while True:
-            ask = steps.send(await ask.arun(health))
-    except StopIteration as done:
-        result: T = done.value
-        return result
+class _Cursor:
+    """Where a driver is in ``steps``: the next thing to wait on, given the last answer or
+    error. The drivers below differ only in how they wait and how they hand chunks on."""
+
+    __slots__ = ("_result", "_steps", "answer", "error")
+
+    def __init__(self, steps: Steps[Any], result: list[Any] | None) -> None:
+        self._steps = steps
+        self._result = result
+        self.answer: object = None
+        self.error: BaseException | None = None
+
+    def next(self) -> Wait | Out | None:
+        """The next thing to wait on, or None when the steps are done."""
+        answer, error, self.answer, self.error = self.answer, self.error, None, None
+        try:
+            return self._steps.send(answer) if error is None else self._steps.throw(error)
+        except StopIteration as done:
+            if self._result is not None:
+                self._result.append(done.value)
+            return None
+
+
+def drive_sync(steps: Steps[T], result: list[T] | None = None) -> Iterator[Any]:
+    """Run ``steps`` with blocking calls, yielding its output; its value goes to ``result``."""
+    cursor = _Cursor(steps, result)
+    while (ask := cursor.next()) is not None:
+        try:
+            if isinstance(ask, Out):
+                yield from ask.items
+            else:
+                cursor.answer = ask.run()
+        except BaseException as exc:  # the consumer's close() included: the steps decide
+            cursor.error = exc
+
+
+async def drive_async(steps: Steps[T], result: list[T] | None = None) -> AsyncIterator[Any]:
+    """:func:`drive_sync`, awaiting each wait."""
+    cursor = _Cursor(steps, result)
+    while (ask := cursor.next()) is not None:
+        try:
+            if isinstance(ask, Out):
+                for item in ask.items:
+                    yield item
+            else:
+                cursor.answer = await ask.arun()
+        except BaseException as exc:  # the consumer's aclose() included: the steps decide
+            cursor.error = exc
+
+
+def run_sync(steps: Steps[T]) -> T:
+    """Run steps that produce no output (a unary call) to their value, blocking."""
+    result: list[T] = []
+    for _ in drive_sync(steps, result):
+        pass
+    return result[0]
+
+
+async def run_async(steps: Steps[T]) -> T:
+    """:func:`run_sync`, awaiting each wait."""
+    result: list[T] = []
+    async for _ in drive_async(steps, result):
+        pass
+    return result[0]

@@ -16,21 +16,18 @@ retried or swapped where the client cannot see it.
 from __future__ import annotations
 
 import asyncio
-import time
-import zlib
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
 
 import httpx
 
-from ._attempt import _SPEC, _Chunk, _Head, _is_stream, _Limits, _module_of, _returned
-from ._client_side import _byte_stream, _given_up
+from ._attempt import _SPEC, _Chunk
 from ._config import FallbackConfig
-from ._engine import Attempt, Failover
-from ._failures import AttemptTimeout
+from ._exchange import _Exchange, _Receiving
+from ._failover import Failover
 from ._health import HealthStore
-from ._routes import Route
-from ._routing import _SWERVE_PREFIX, _Core, _Plan
+from ._results import Attempt
+from ._routing import _Core
 from ._upstream import (
     ROUTE_HEADER,
     SWITCH_HEADER,
@@ -52,78 +49,6 @@ __all__ = [
 ]
 
 
-_PIECE = 64 * 1024  # the most one step of decompression may produce
-
-
-def _encoded(response: Any) -> bool:
-    """A gzip body swerve inflates itself, a bounded piece at a time (httpx would inflate a
-    whole network read at once: a small read of a gzip bomb is gigabytes)."""
-    return str(response.headers.get("content-encoding", "")).strip().lower() in ("gzip", "x-gzip")
-
-
-def _inflate(data: bytes, inflater: Any) -> Iterator[bytes]:
-    while data:
-        try:
-            piece = inflater.decompress(data, _PIECE)
-        except zlib.error as exc:
-            raise httpx.DecodingError(
-                f"swerve: the upstream's gzip body is corrupt ({exc})"
-            ) from exc
-        if piece:
-            yield piece
-        data = inflater.unconsumed_tail
-
-
-def _chunks(response: Any) -> Iterator[bytes]:
-    """The decoded body, in pieces of bounded size where swerve decodes it."""
-    if not _encoded(response):
-        yield from response.iter_bytes()
-        return
-    inflater = zlib.decompressobj(32 + zlib.MAX_WBITS)  # gzip or zlib header, detected
-    for data in response.iter_raw():
-        yield from _inflate(data, inflater)
-
-
-async def _achunks(response: Any) -> AsyncIterator[bytes]:
-    if not _encoded(response):
-        async for data in response.aiter_bytes():
-            yield data
-        return
-    inflater = zlib.decompressobj(32 + zlib.MAX_WBITS)
-    async for data in response.aiter_raw():
-        for piece in _inflate(data, inflater):
-            yield piece
-
-
-def _read_limited(chunks: Iterable[bytes], limit: int, limits: _Limits | None = None) -> bytes:
-    out = bytearray()
-    for chunk in chunks:
-        if limits is not None:
-            limits.check(True)
-        out += chunk
-        if len(out) > limit:
-            raise ResponseTooLarge(f"the upstream body exceeded {limit} bytes")
-    return bytes(out)
-
-
-async def _aread_limited(chunks: AsyncIterator[bytes], limit: int) -> bytes:
-    out = bytearray()
-    async for chunk in chunks:
-        out += chunk
-        if len(out) > limit:
-            raise ResponseTooLarge(f"the upstream body exceeded {limit} bytes")
-    return bytes(out)
-
-
-def _strip_swerve(request: Any) -> Any:
-    """A request passed through, less the headers that are swerve's (they never leave)."""
-    headers = request.headers
-    names = [k for k in headers if k.lower().startswith(_SWERVE_PREFIX)]
-    for name in names:
-        del headers[name]
-    return request
-
-
 def _bounded_by_client(request: Any) -> bool:
     """Whether every phase of ``request`` has a finite httpx timeout, so that a send left to
     run on its own ends by itself."""
@@ -134,7 +59,11 @@ def _bounded_by_client(request: Any) -> bool:
 
 
 class _Transport:
-    """What both transports hold: the routing core, and the inner transports they made."""
+    """What both transports hold: the routing core, and the inner transports they made.
+
+    The two differ only in I/O (blocking calls or awaited ones); every decision is made by
+    :class:`~swerve._exchange._Exchange` (one request) and its attempts, once for both.
+    """
 
     def __init__(
         self,
@@ -148,6 +77,7 @@ class _Transport:
         failover = failover if failover is not None else Failover(config, health)
         self._core = _Core(upstreams, failover, max_body_bytes, config)
         self._inner: dict[Any, Any] = {}
+        self._left: set[asyncio.Future[Any]] = set()  # async: sends left to end by themselves
 
     @property
     def failover(self) -> Failover:
@@ -163,95 +93,68 @@ class FailoverTransport(_Transport, httpx.BaseTransport):
     """
 
     def handle_request(self, request: Any) -> Any:
-        core = self._core
-        plan = core.plan(request)
+        ex = _Exchange(self._core, request, self._inner, sync=True)
+        plan = ex.plan
         if plan is None:
-            inner = core.inner(request, None, self._inner, True)
-            return inner.handle_request(_strip_swerve(request))
-        if not isinstance(plan, _Plan):
-            return plan  # an error response naming what was wrong
-        route = plan.route
-        started = time.monotonic()
+            if ex.answer is not None:
+                return ex.answer  # an error response naming what was wrong
+            inner, request = ex.passed_through()
+            return inner.handle_request(request)
+        fo = self._core.failover
+        try:
+            if (only := ex.direct()) is not None:
+                return self._once(ex, only)
+            if not plan.stream:
+                return fo.call(plan.route, lambda a: self._once(ex, a), pin=plan.pin).value
+            stream = fo.stream(plan.route, lambda a: self._chunks(ex, a), _SPEC, pin=plan.pin)
+            head = next(stream)
+        except Exception as exc:
+            return ex.given_up(exc)
+        return ex.respond(head, stream)
 
-        def send(attempt: Attempt, limits: _Limits | None) -> Any:
-            upstream_request = core.build(request, plan, attempt)
-            inner = core.inner(request, str(attempt.route), self._inner, True)
-            response = inner.handle_request(upstream_request)
-            if limits is not None:
-                try:
-                    limits.check(False)  # headers that came too late are a timeout too
-                except AttemptTimeout:
-                    response.close()
-                    raise
-            return response
+    def _once(self, ex: _Exchange, attempt: Attempt) -> Any:
+        with ex.scrubbing():
+            rx = ex.attempt(attempt, stream=False)
+            response = self._send(rx)
+            return rx.complete(response, self._read(rx, response))
 
-        def body(response: Any, limits: _Limits | None) -> tuple[bytes, bool]:
+    def _chunks(self, ex: _Exchange, attempt: Attempt) -> Iterator[_Chunk]:
+        with ex.scrubbing():
+            rx = ex.attempt(attempt, stream=True)
+            response = self._send(rx)
             try:
-                if limits is None and core.fits(response):
-                    return bytes(response.read()), True  # cached on the response, reused
-                return _read_limited(_chunks(response), core.limit, limits), False
+                yield rx.head(response)
+                if not rx.streams(response):
+                    yield rx.last(response, self._read(rx, response))
+                    return
+                for data in rx.reads(response):
+                    yield from rx.events(data)
+                yield from rx.end()
             finally:
                 response.close()
 
-        def once(attempt: Attempt) -> Any:
-            try:
-                limits = core.limits(attempt, stream=False)
-                response = send(attempt, limits)
-                content, whole = body(response, limits)
-                return core.complete(str(attempt.route), response, content, whole)
-            except Exception as exc:
-                core.scrubbed(exc)  # the same exception, its secrets taken out
-                raise
-
-        def chunks(attempt: Attempt) -> Iterator[_Chunk]:
-            try:
-                limits = core.limits(attempt, stream=True)
-                response = send(attempt, limits)
-                try:
-                    yield _Head(response.status_code, _returned(response.headers))
-                    if not _is_stream(response):
-                        content, _ = body(response, limits)
-                        yield core.whole(str(attempt.route), response, content)
-                        return
-                    reader = core.reader(str(attempt.route), response)
-                    for data in _chunks(response):
-                        if limits is not None:
-                            limits.check(reader.committed)
-                        for event in reader.feed(data):
-                            if limits is not None:
-                                limits.last = time.monotonic()
-                            yield event
-                    yield from reader.flush()
-                finally:
-                    response.close()
-            except Exception as exc:
-                core.scrubbed(exc)  # the same exception, its secrets taken out
-                raise
-
-        fo = core.failover
+    def _send(self, rx: _Receiving) -> Any:
+        response = rx.inner.handle_request(rx.request)
         try:
-            if plan.off:
-                return once(Attempt(Route.parse(route), Route.parse(route)))
-            if not plan.stream:
-                return fo.call(route, once, pin=plan.pin).value
-            stream = fo.stream(route, chunks, _SPEC, pin=plan.pin)
-            head = next(stream)
-        except Exception as exc:
-            return _given_up(request, exc, core, started)
-        assert isinstance(head, _Head)
-        module = _module_of(request)
-        return module.Response(
-            head.status,
-            headers=head.headers,
-            stream=_byte_stream(module, True, stream, core, started),
-        )
+            rx.arrived()
+        except BaseException:
+            response.close()
+            raise
+        return response
+
+    def _read(self, rx: _Receiving, response: Any) -> bytes:
+        try:
+            if rx.at_once(response):
+                return bytes(response.read())  # cached on the response, handed on with it
+            for data in rx.reads(response):
+                rx.add(data)
+            return rx.content()
+        finally:
+            response.close()
 
     def close(self) -> None:
-        for transport in self._inner.values():
+        for transport in self._core.transports(self._inner):
             transport.close()
-        for upstream in self._core.upstreams.values():
-            if upstream.transport is not None:
-                upstream.transport.close()
 
 
 class AsyncFailoverTransport(_Transport, httpx.AsyncBaseTransport):
@@ -267,93 +170,69 @@ class AsyncFailoverTransport(_Transport, httpx.AsyncBaseTransport):
     a send runs on by itself to its own timeout, and its response is closed.
     """
 
-    def __init__(
-        self,
-        upstreams: Mapping[str, Upstream],
-        config: FallbackConfig | None = None,
-        *,
-        failover: Failover | None = None,
-        health: HealthStore | None = None,
-        max_body_bytes: int = 32 * 1024 * 1024,
-    ) -> None:
-        super().__init__(
-            upstreams, config, failover=failover, health=health, max_body_bytes=max_body_bytes
-        )
-        self._left: set[asyncio.Future[Any]] = set()  # sends left to end by themselves
-
     async def handle_async_request(self, request: Any) -> Any:
-        core = self._core
-        plan = core.plan(request)
+        ex = _Exchange(self._core, request, self._inner, sync=False)
+        plan = ex.plan
         if plan is None:
-            inner = core.inner(request, None, self._inner, False)
-            return await inner.handle_async_request(_strip_swerve(request))
-        if not isinstance(plan, _Plan):
-            return plan
-        route = plan.route
-        started = time.monotonic()
+            if ex.answer is not None:
+                return ex.answer  # an error response naming what was wrong
+            inner, request = ex.passed_through()
+            return await inner.handle_async_request(request)
+        fo = self._core.failover
+        try:
+            if (only := ex.direct()) is not None:
+                return await self._once(ex, only)
+            if not plan.stream:
+                return (await fo.acall(plan.route, lambda a: self._once(ex, a), pin=plan.pin)).value
+            stream = fo.astream(plan.route, lambda a: self._chunks(ex, a), _SPEC, pin=plan.pin)
+            head = await anext(stream)
+        except Exception as exc:
+            return ex.given_up(exc)
+        return ex.respond(head, stream)
 
-        async def send(attempt: Attempt) -> Any:
-            upstream_request = core.build(request, plan, attempt)
-            inner = core.inner(request, str(attempt.route), self._inner, False)
-            return await self._send(inner, upstream_request)
+    async def _once(self, ex: _Exchange, attempt: Attempt) -> Any:
+        with ex.scrubbing():
+            rx = ex.attempt(attempt, stream=False)
+            response = await self._send(rx)
+            return rx.complete(response, await self._read(rx, response))
 
-        async def body(response: Any) -> tuple[bytes, bool]:
+    async def _chunks(self, ex: _Exchange, attempt: Attempt) -> AsyncIterator[_Chunk]:
+        with ex.scrubbing():
+            rx = ex.attempt(attempt, stream=True)
+            response = await self._send(rx)
             try:
-                if core.fits(response):
-                    return bytes(await response.aread()), True
-                return await _aread_limited(_achunks(response), core.limit), False
+                yield rx.head(response)
+                if not rx.streams(response):
+                    yield rx.last(response, await self._read(rx, response))
+                    return
+                async for data in rx.reads(response):
+                    for event in rx.events(data):
+                        yield event
+                for event in rx.end():
+                    yield event
             finally:
                 await response.aclose()
 
-        async def once(attempt: Attempt) -> Any:
-            try:
-                response = await send(attempt)
-                content, whole = await body(response)
-                return core.complete(str(attempt.route), response, content, whole)
-            except Exception as exc:
-                core.scrubbed(exc)  # the same exception, its secrets taken out
-                raise
-
-        async def chunks(attempt: Attempt) -> AsyncIterator[_Chunk]:
-            try:
-                response = await send(attempt)
-                try:
-                    yield _Head(response.status_code, _returned(response.headers))
-                    if not _is_stream(response):
-                        content, _ = await body(response)
-                        yield core.whole(str(attempt.route), response, content)
-                        return
-                    reader = core.reader(str(attempt.route), response)
-                    async for data in _achunks(response):
-                        for event in reader.feed(data):
-                            yield event
-                    for event in reader.flush():
-                        yield event
-                finally:
-                    await response.aclose()
-            except Exception as exc:
-                core.scrubbed(exc)  # the same exception, its secrets taken out
-                raise
-
-        fo = core.failover
+    async def _send(self, rx: _Receiving) -> Any:
+        response = await self._unbroken(rx.inner, rx.request)
         try:
-            if plan.off:
-                return await once(Attempt(Route.parse(route), Route.parse(route)))
-            if not plan.stream:
-                return (await fo.acall(route, once, pin=plan.pin)).value
-            stream = fo.astream(route, chunks, _SPEC, pin=plan.pin)
-            head = await anext(stream)
-        except Exception as exc:
-            return _given_up(request, exc, core, started)
-        assert isinstance(head, _Head)
-        module = _module_of(request)
-        return module.Response(
-            head.status,
-            headers=head.headers,
-            stream=_byte_stream(module, False, stream, core, started),
-        )
+            rx.arrived()
+        except BaseException:
+            await response.aclose()
+            raise
+        return response
 
-    async def _send(self, inner: Any, request: Any) -> Any:
+    async def _read(self, rx: _Receiving, response: Any) -> bytes:
+        try:
+            if rx.at_once(response):
+                return bytes(await response.aread())  # cached on the response, handed on with it
+            async for data in rx.reads(response):
+                rx.add(data)
+            return rx.content()
+        finally:
+            await response.aclose()
+
+    async def _unbroken(self, inner: Any, request: Any) -> Any:
         """``inner.handle_async_request(request)``, never cancelled mid-way when it is bounded
         by its own timeouts (see the class docstring)."""
         if not _bounded_by_client(request):
@@ -391,8 +270,5 @@ class AsyncFailoverTransport(_Transport, httpx.AsyncBaseTransport):
             task.cancel()  # the pools close next: nothing can be orphaned in them any more
         if left:
             await asyncio.gather(*left, return_exceptions=True)
-        for transport in self._inner.values():
+        for transport in self._core.transports(self._inner):
             await transport.aclose()
-        for upstream in self._core.upstreams.values():
-            if upstream.transport is not None:
-                await upstream.transport.aclose()

@@ -43,8 +43,8 @@ def ask(request: pytest.FixtureRequest) -> Ask:
 def pair(redis_server: RedisServer) -> Iterator[tuple[RedisHealth, RedisHealth, FakeClock]]:
     """Two processes of one fleet whose breaker for ROUTE is open (until now + 1 s)."""
     clock = FakeClock()
-    one = RedisHealth(redis_server.client(), prefix="half-open", clock=clock.time)
-    two = RedisHealth(redis_server.client(), prefix="half-open", clock=clock.time)
+    one = RedisHealth(redis_server.client(), prefix="half-open", clock=clock)
+    two = RedisHealth(redis_server.client(), prefix="half-open", clock=clock)
     try:
         assert one.wait_until_shared(5) and two.wait_until_shared(5)
         for _ in range(2):

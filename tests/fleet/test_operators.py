@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from swerve import BreakerConfig, Failover, FallbackConfig, RedisHealth
-from swerve._health import CooldownRule
+from swerve._health import CooldownRule, HealthStore
 from swerve.testing import FakeProvider, Fault
 
 from ._fleet import F, P
@@ -31,6 +31,10 @@ def pair(redis_server: RedisServer) -> Iterator[tuple[RedisHealth, RedisHealth]]
     yield one, two
     one.close()
     two.close()
+
+
+def test_redis_health_is_a_health_store(pair: tuple[RedisHealth, RedisHealth]) -> None:
+    assert all(isinstance(store, HealthStore) for store in pair)
 
 
 def test_a_clear_sticks_in_the_process_that_cooled_the_route_a_moment_before(

@@ -65,7 +65,7 @@ def test_100k_distinct_routes_leave_bounded_health_series_and_memory(
         FallbackConfig(fallbacks={}, max_retries=0, cooldown_s=30),
         health,
         telemetry=telemetry,
-        **clock.failover_kwargs(),
+        clock=clock,
     )
     warm = [f"warm{i}/model" for i in range(100)]  # steady routes, called throughout
 

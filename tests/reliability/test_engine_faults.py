@@ -70,6 +70,24 @@ class Gate:
         await self._never.wait()
 
 
+class GatedClock(FakeClock):
+    """A fake clock whose async wait is the test's gate."""
+
+    def __init__(self, gate: Gate) -> None:
+        super().__init__()
+        self.gate = gate
+
+    async def async_sleep(self, seconds: float) -> None:
+        await self.gate(seconds)
+
+
+class InterruptedClock(FakeClock):
+    """A fake clock whose wait is interrupted, as Ctrl-C interrupts a sleeping thread."""
+
+    def sleep(self, seconds: float) -> None:
+        raise KeyboardInterrupt
+
+
 class GatedStore(MemoryHealth):
     """A real in-memory store whose async answers first wait at a gate, as a shared store's
     round trip does; the answer is given (the probe or slot granted) before the wait, the worst
@@ -137,10 +155,9 @@ async def test_cancellation_at_every_await_point_changes_nothing(
     config = FallbackConfig(
         fallbacks={P: F}, max_retries=1, jitter=False, cooldown_s=10, breaker=BREAKER
     )
-    kwargs = clock.failover_kwargs()
     if "backoff" in point:
-        kwargs["async_sleep"] = gate  # the retry's wait is the await point
-    failover = Failover(config, health, telemetry=recorder.telemetry, **kwargs)
+        clock = GatedClock(gate)  # the retry's wait is the await point
+    failover = Failover(config, health, telemetry=recorder.telemetry, clock=clock)
 
     if "probe claim" in point or "during a probe attempt" in point:
         health.cool_down(P, clock.now, CooldownRule(10, 30))
@@ -240,14 +257,9 @@ def test_a_sync_call_interrupted_changes_nothing(
     health = MemoryHealth()
     recorder = TelemetryRecorder()
     config = FallbackConfig(fallbacks={P: F}, max_retries=1, jitter=False, cooldown_s=10)
-    kwargs = clock.failover_kwargs()
-
-    def interrupt(_: float) -> None:
-        raise KeyboardInterrupt
-
     if point == "during the backoff wait":
-        kwargs["sleep"] = interrupt
-    failover = Failover(config, health, telemetry=recorder.telemetry, **kwargs)
+        clock = InterruptedClock()
+    failover = Failover(config, health, telemetry=recorder.telemetry, clock=clock)
     if point == "during a probe attempt":
         health.cool_down(P, clock.now, CooldownRule(10, 30))
         clock.advance(10)

@@ -24,9 +24,10 @@ from hypothesis import strategies as st
 from swerve import ConfigError, FallbackConfig
 from swerve._cli_file import CliFile, load, read
 from swerve._config import EnvConfig
-from swerve._policy import backoff, wait_bound, walk
+from swerve._policy import backoff, walk
 from swerve._routes import Route
 
+from ..test_policy import planned_wait_bound
 from ._measure import fuzz
 
 Report = Callable[..., None]
@@ -178,7 +179,7 @@ def check_config(config: FallbackConfig) -> None:
         config.backoff_max_s,
         config.retry_after_max_s,
         config.call_bound_s,
-        wait_bound(config),
+        planned_wait_bound(config),
         *(
             t
             for t in (

@@ -40,6 +40,7 @@ import pytest
 from httpx_aiohttp import AiohttpTransport
 
 from swerve import BreakerConfig, Failover, FallbackConfig, MemoryHealth, Result
+from swerve._clock import SystemClock
 from swerve._failures import AttemptTimeout, CircuitOpenError
 from swerve.testing import FakeProvider, Fault, Reply, TelemetryRecorder
 
@@ -79,14 +80,14 @@ FD_TOLERANCE = 8
 RSS_TOLERANCE_MB = 32.0
 
 
-class ShiftedClock:
+class ShiftedClock(SystemClock):
     """Wall time plus a shift the test moves on, to end cooldowns and open breakers between
     rounds without waiting for them."""
 
     def __init__(self) -> None:
         self.shift = 0.0
 
-    def __call__(self) -> float:
+    def time(self) -> float:
         return time.time() + self.shift
 
 
@@ -337,7 +338,7 @@ async def _round(h: Harness, r: int, async_calls: int) -> dict[str, int]:
 
     # Wave 2: the faults stand, the routes wave 1 cooled (or whose breakers opened) stay
     # unavailable on the health clock, and later calls must walk past them.
-    now = h.clock()
+    now = h.clock.time()
     unavailable = {route for route in ROUTES if route in h.health.unavailable(now)}
     before = {p: fake.requests(p) for p in "abc"}
     wave2 = [h.async_call(ROUTES[0], False) for _ in range(WAVE2)]

@@ -111,7 +111,7 @@ def test_no_canary_anywhere(
     caplog.set_level(logging.DEBUG)  # every logger, httpx's and httpcore's included
     module: Any = httpx if flavour == "httpx" else httpx2
     otel = TelemetryRecorder()
-    fo = Failover(CONFIG, MemoryHealth(), telemetry=otel.telemetry, **FakeClock().failover_kwargs())
+    fo = Failover(CONFIG, MemoryHealth(), telemetry=otel.telemetry, clock=FakeClock())
     texts: list[str] = []
     calls = 0
     runner = asyncio.Runner()
@@ -188,7 +188,7 @@ def test_no_canary_through_the_sdks(
     """The SDKs' errors (message, body, response) carry no canary, sync and async."""
     caplog.set_level(logging.DEBUG)
     otel = TelemetryRecorder()
-    fo = Failover(CONFIG, MemoryHealth(), telemetry=otel.telemetry, **FakeClock().failover_kwargs())
+    fo = Failover(CONFIG, MemoryHealth(), telemetry=otel.telemetry, clock=FakeClock())
     fault = Fault.echo_headers(503, in_stream=in_stream)
     for provider in ("openrouter", "backup", "anthropic", "anthropic-backup"):
         fake.set_fault(provider, fault)
@@ -415,7 +415,7 @@ def test_prompt_and_completion_text_never_reach_telemetry_or_logs(
     fake.set_fault("openrouter", Fault.status(503))
     fake.set_reply("backup", Reply(text=answer))
     otel = TelemetryRecorder()
-    fo = Failover(CONFIG, MemoryHealth(), telemetry=otel.telemetry, **FakeClock().failover_kwargs())
+    fo = Failover(CONFIG, MemoryHealth(), telemetry=otel.telemetry, clock=FakeClock())
     bodies = []
     with httpx.Client(transport=FailoverTransport(upstreams(fake), failover=fo)) as client:
         for stream in (False, True):

@@ -60,8 +60,8 @@ def make_failover(otel: Otel, clock: FakeClock, health: MemoryHealth) -> Callabl
         params: dict[str, Any] = {
             "health": health,
             "telemetry": otel.telemetry,
-            "random": lambda: 1.0,
-            **clock.failover_kwargs(),
+            "clock": clock,  # its random() is 1.0: backoff without jitter
+            # No classifiers: the adapter adds its own to a ready Failover.
         }
         params.update(kwargs)
         return Failover(config if config is not None else seed_config(), **params)

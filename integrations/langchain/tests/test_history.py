@@ -12,6 +12,7 @@ from swerve_langchain import FailoverChatModel
 from swerve_langchain._history import Target, adapt_for_target, fix_empty_text_cache
 
 from swerve import Failover
+from swerve._wire_rules import Downgrade
 from swerve.testing import FakeProvider, Fault
 
 EPHEMERAL = {"type": "ephemeral"}
@@ -61,6 +62,7 @@ def test_empty_text_blocks_never_carry_cache_control_to_claude() -> None:
     ]
     assert fix is not None and fix.blocks == 2
     assert fix.moved_to == ("messages[1].content[0]", "messages[4].content[0]")
+    assert fix.paths == ("messages[1].content[1]", "messages[4].content[1]")  # in the input
     assert before == history()  # the input was not modified
     # The same for Claude behind OpenRouter; nothing for other models.
     assert fix_empty_text_cache(before, CLAUDE_VIA_OPENROUTER)[0] == out
@@ -78,15 +80,17 @@ def test_a_marker_with_no_earlier_block_is_dropped_and_strings_can_take_one() ->
 
 
 def test_a_swap_to_a_non_anthropic_model_strips_markers_and_foreign_signed_reasoning() -> None:
-    out, removed = adapt_for_target(history(), OPENAI)
-    assert removed == (
-        "messages[0].content[0].cache_control",
-        "messages[1].content[1].cache_control",
-        "messages[2].content[0]",
-        "messages[3].additional_kwargs.reasoning_details",
-        "messages[3].additional_kwargs.reasoning_content",
-        "messages[4].content[0].cache_control",
-        "messages[4].content[1].cache_control",
+    out, report = adapt_for_target(history(), OPENAI)
+    assert report == Downgrade(
+        removed=(
+            "messages[0].content[0].cache_control",
+            "messages[1].content[1].cache_control",
+            "messages[2].content[0]",
+            "messages[3].additional_kwargs.reasoning_details",
+            "messages[3].additional_kwargs.reasoning_content",
+            "messages[4].content[0].cache_control",
+            "messages[4].content[1].cache_control",
+        )
     )
     assert [m.content for m in out] == [
         [text("You are terse.")],
@@ -100,10 +104,12 @@ def test_a_swap_to_a_non_anthropic_model_strips_markers_and_foreign_signed_reaso
 
 
 def test_a_swap_to_claude_keeps_markers_and_drops_only_other_providers_reasoning() -> None:
-    out, removed = adapt_for_target(history(), ANTHROPIC)
-    assert removed == (
-        "messages[3].additional_kwargs.reasoning_details",
-        "messages[3].additional_kwargs.reasoning_content",
+    out, report = adapt_for_target(history(), ANTHROPIC)
+    assert report == Downgrade(
+        removed=(
+            "messages[3].additional_kwargs.reasoning_details",
+            "messages[3].additional_kwargs.reasoning_content",
+        )
     )
     assert out[0].content == history()[0].content and out[4].content == history()[4].content
     assert out[2].content == history()[2].content  # Anthropic's own signed thinking stays

@@ -1,9 +1,9 @@
-"""An injectable clock and an in-memory telemetry recorder, for tests of failover behaviour."""
+"""A fake clock and an in-memory telemetry recorder, for tests of failover behaviour."""
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
-from typing import Any
 
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -11,6 +11,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from .._clock import SYSTEM_CLOCK, Clock
 from .._telemetry import Telemetry
 
 __all__ = ["FakeClock", "TelemetryRecorder"]
@@ -18,14 +19,26 @@ __all__ = ["FakeClock", "TelemetryRecorder"]
 
 @dataclass
 class FakeClock:
-    """Wall and monotonic time that only move when the engine waits: no real sleeping.
+    """A :class:`swerve.Clock` whose time only moves when the engine waits: no real sleeping.
 
-    ``Failover(config, **clock.failover_kwargs())`` makes every backoff instant and recorded
-    in :attr:`sleeps`; :meth:`advance` moves time on (to end a cooldown, say).
+    ``Failover(config, clock=clock)`` makes every backoff instant and recorded in
+    :attr:`sleeps`; :meth:`advance` moves time on (to end a cooldown, say). Wall and monotonic
+    time are the same number, :attr:`now`.
+
+    :meth:`random` (the backoff jitter) is reproducible: it returns :attr:`random_value`, 1.0
+    by default (a jittered backoff then waits its whole ceiling, so the waits are exact), or,
+    when that is set to None, the next draw of a ``random.Random(seed)``: real jitter, the same
+    on every run.
     """
 
     now: float = 1_800_000_000.0
     sleeps: list[float] = field(default_factory=list)
+    random_value: float | None = 1.0
+    seed: int = 0
+    _draws: random.Random = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._draws = random.Random(self.seed)
 
     def time(self) -> float:
         return self.now
@@ -40,33 +53,29 @@ class FakeClock:
     async def async_sleep(self, seconds: float) -> None:
         self.sleep(seconds)
 
+    def random(self) -> float:
+        return self._draws.random() if self.random_value is None else self.random_value
+
     def advance(self, seconds: float) -> None:
         self.now += seconds
-
-    def failover_kwargs(self) -> dict[str, Any]:
-        return {
-            "clock": self.time,
-            "monotonic": self.monotonic,
-            "sleep": self.sleep,
-            "async_sleep": self.async_sleep,
-        }
 
 
 class TelemetryRecorder:
     """The real OTel SDK with in-memory exporters, and a :class:`Telemetry` that writes to it.
 
     ``Failover(config, telemetry=recorder.telemetry)``; then read what was emitted with
-    :meth:`call_spans`, :meth:`attempt_spans`, :meth:`events` and :meth:`metrics`.
+    :meth:`call_spans`, :meth:`attempt_spans`, :meth:`events` and :meth:`metrics`. ``clock``
+    is what the health gauges read the time from.
     """
 
-    def __init__(self, *, record_messages: bool = False) -> None:
+    def __init__(self, *, record_messages: bool = False, clock: Clock = SYSTEM_CLOCK) -> None:
         self.spans = InMemorySpanExporter()
         self.tracer_provider = TracerProvider()
         self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.spans))
         self.reader = InMemoryMetricReader()
         self.meter_provider = MeterProvider(metric_readers=[self.reader])
         self.telemetry = Telemetry(
-            self.tracer_provider, self.meter_provider, record_messages=record_messages
+            self.tracer_provider, self.meter_provider, record_messages=record_messages, clock=clock
         )
 
     def shutdown(self) -> None:

@@ -1,56 +1,21 @@
-"""The fake provider: a threaded HTTP server on 127.0.0.1 with per-provider replies and faults."""
+"""The fake provider: a threaded HTTP server on 127.0.0.1 with per-provider replies and faults.
+
+This module is its control surface; the state lives in ``_providers``, the server in
+``_http_server`` and the request handling in ``_handler``."""
 
 from __future__ import annotations
 
-import contextlib
-import json
-import socket
-import socketserver
-import struct
-import sys
 import threading
-import zlib
-from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Any, Self
+from typing import Self
 
+from ._http_server import Server
 from ._model import Fault, Reply
-from ._wires import (
-    WIRES,
-    Body,
-    Event,
-    Wire,
-    malformed_body,
-    openai_error,
-    stream_error,
-    style_error,
-)
+from ._providers import Providers, check_name
+from ._wires import Body
 
 __all__ = ["FakeProvider"]
-
-_MAX_WAIT = 120.0  # no delay or hang outlives this, so no thread lingers for long
-_MODELS = ("fake-model", "fake-model-large")
-_ECHOED = ("authorization", "x-api-key", "api-key")  # what Fault.echo_headers repeats
-_PAD_PIECE = 64 * 1024  # Fault.gzip pads are compressed a piece at a time: never held whole
-_BAD_CHUNK = b"zz\r\nnot a chunk size\r\n"
-
-
-@dataclass
-class _Provider:
-    reply: Reply | None = None
-    fault: Fault = field(default_factory=Fault.ok)
-    script: deque[Fault] = field(default_factory=deque)
-    # Hung requests wait on this; it is set (and replaced) whenever the faults change.
-    wake: threading.Event = field(default_factory=threading.Event)
-    bodies: list[Body] = field(default_factory=list)
-    headers: list[dict[str, str]] = field(default_factory=list)
-
-    def rouse(self) -> None:
-        self.wake.set()
-        self.wake = threading.Event()
 
 
 class FakeProvider:
@@ -73,9 +38,8 @@ class FakeProvider:
     """
 
     def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._providers: dict[str, _Provider] = {}
-        self._server: _Server | None = None
+        self._providers = Providers()
+        self._server: Server | None = None
         self._thread: threading.Thread | None = None
 
     def __enter__(self) -> Self:
@@ -94,7 +58,7 @@ class FakeProvider:
         """Bind a random port on 127.0.0.1 and serve in a background thread."""
         if self._server is not None:
             raise RuntimeError("FakeProvider is already running")
-        self._server = _Server(self)
+        self._server = Server(self._providers)
         self._thread = threading.Thread(
             target=self._server.serve_forever,
             kwargs={"poll_interval": 0.01},  # stop() waits up to one poll interval: keep it short
@@ -110,9 +74,7 @@ class FakeProvider:
             return
         self._server = self._thread = None
         server.stopping.set()
-        with self._cond:
-            for provider in self._providers.values():
-                provider.rouse()
+        self._providers.release_all()
         server.shutdown()
         server.close_connections()
         server.server_close()
@@ -127,477 +89,38 @@ class FakeProvider:
 
     def url(self, provider: str) -> str:
         """``http://127.0.0.1:PORT/<provider>``: the Anthropic base URL; add ``/v1`` for OpenAI."""
-        _check_name(provider)
+        check_name(provider)
         return f"http://127.0.0.1:{self.port}/{provider}"
 
     def set_reply(self, provider: str, reply: Reply) -> None:
         """What ``provider`` answers from now on when no fault applies."""
-        with self._cond:
-            self._get(provider).reply = reply
+        self._providers.set_reply(provider, reply)
 
     def set_fault(self, provider: str, fault: Fault) -> None:
         """The standing fault of ``provider``; also releases its hung requests."""
-        with self._cond:
-            state = self._get(provider)
-            state.fault = fault
-            state.rouse()
+        self._providers.set_fault(provider, fault)
 
     def script(self, provider: str, faults: Iterable[Fault]) -> None:
         """Replace ``provider``'s fault queue: request k takes ``faults[k]``, then the standing
         fault applies. Also releases its hung requests."""
-        with self._cond:
-            state = self._get(provider)
-            state.script = deque(faults)
-            state.rouse()
+        self._providers.script(provider, faults)
 
     def requests(self, provider: str) -> int:
         """How many completion requests ``provider`` received, failed and invalid ones included."""
-        with self._cond:
-            return len(self._get(provider).bodies)
+        return len(self._providers.received(provider))
 
     def received(self, provider: str) -> list[Body]:
         """The JSON bodies ``provider`` received, in order (``{"_raw": text}`` if not JSON)."""
-        with self._cond:
-            return list(self._get(provider).bodies)
+        return self._providers.received(provider)
 
     def received_headers(self, provider: str) -> list[dict[str, str]]:
         """The request headers (lower-case names), parallel to :meth:`received`."""
-        with self._cond:
-            return [dict(h) for h in self._get(provider).headers]
+        return self._providers.received_headers(provider)
 
     def reset_counts(self) -> None:
         """Forget every received request (replies, faults and scripts stay)."""
-        with self._cond:
-            for state in self._providers.values():
-                state.bodies.clear()
-                state.headers.clear()
+        self._providers.reset_counts()
 
     def wait_for_requests(self, provider: str, n: int, timeout: float = 5.0) -> bool:
         """Block until ``provider`` has received at least ``n`` requests; False on timeout."""
-        with self._cond:
-            return self._cond.wait_for(lambda: len(self._get(provider).bodies) >= n, timeout)
-
-    # -- used by the request handler ------------------------------------------------------
-
-    def _get(self, provider: str) -> _Provider:
-        _check_name(provider)
-        return self._providers.setdefault(provider, _Provider())
-
-    def _record(self, provider: str, body: Body, headers: dict[str, str]) -> None:
-        with self._cond:
-            state = self._get(provider)
-            state.bodies.append(body)
-            state.headers.append(headers)
-            self._cond.notify_all()
-
-    def _next(self, provider: str) -> tuple[Fault, Reply, threading.Event]:
-        """The fault for the next completion request, the reply, and the hang wake-up event."""
-        with self._cond:
-            state = self._get(provider)
-            fault = state.script.popleft() if state.script else state.fault
-            return fault, state.reply or Reply(), state.wake
-
-    def _standing(self, provider: str) -> tuple[Fault, threading.Event]:
-        with self._cond:
-            state = self._get(provider)
-            return state.fault, state.wake
-
-
-def _check_name(provider: str) -> None:
-    if not provider or "/" in provider or "?" in provider:
-        raise ValueError(f"provider name must be one URL path segment, got {provider!r}")
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 64
-
-    def __init__(self, fake: FakeProvider) -> None:
-        self.fake = fake
-        self.stopping = threading.Event()  # interrupts slow-fault delays
-        self._lock = threading.Lock()
-        self._workers: set[threading.Thread] = set()
-        self._connections: set[socket.socket] = set()
-        super().__init__(("127.0.0.1", 0), _Handler)
-
-    def server_bind(self) -> None:
-        # HTTPServer.server_bind does a reverse DNS lookup of the host; skip it.
-        socketserver.TCPServer.server_bind(self)
-        self.server_name, self.server_port = "127.0.0.1", self.server_address[1]
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        # Like ThreadingMixIn, but remember threads and sockets so stop() can end and join them.
-        worker = threading.Thread(
-            target=self._work,
-            args=(request, client_address),
-            name="swerve-fake-request",
-            daemon=True,
-        )
-        with self._lock:
-            self._workers.add(worker)
-            self._connections.add(request)
-        worker.start()
-
-    def _work(self, request: Any, client_address: Any) -> None:
-        try:
-            self.process_request_thread(request, client_address)
-        finally:
-            with self._lock:
-                self._workers.discard(threading.current_thread())
-                self._connections.discard(request)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        if isinstance(sys.exc_info()[1], OSError):
-            return  # the client went away (or stop() cut it off): expected, stay quiet
-        super().handle_error(request, client_address)
-
-    def close_connections(self) -> None:
-        """Unblock every handler (idle keep-alive reads included), then join them."""
-        with self._lock:
-            connections, workers = list(self._connections), list(self._workers)
-        for conn in connections:
-            with contextlib.suppress(OSError):
-                conn.shutdown(socket.SHUT_RDWR)
-        for worker in workers:
-            worker.join(timeout=5.0)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: _Server
-    protocol_version = "HTTP/1.1"  # keep-alive and chunked streams, like the real APIs
-    disable_nagle_algorithm = True  # headers, body and events go out at once, no 40 ms stalls
-
-    def log_message(self, format: str, *args: Any) -> None:
-        """Quiet: tests read counts, not logs."""
-
-    # -- routing --------------------------------------------------------------------------
-
-    def _route(self) -> tuple[str, str]:
-        provider, _, rest = self.path.split("?", 1)[0].lstrip("/").partition("/")
-        return provider, rest.rstrip("/")
-
-    def do_GET(self) -> None:
-        provider, rest = self._route()
-        if not provider or rest != "v1/models":
-            return self._send_json(404, openai_error(404, f"no route for GET {self.path}"))
-        anthropic = "anthropic-version" in self.headers  # the anthropic SDK always sends it
-        fault, wake = self.server.fake._standing(provider)
-        if fault.kind in ("status", "reset", "hang"):
-            self._serve_error_fault(
-                WIRES["v1/messages" if anthropic else "v1/chat/completions"], fault, wake
-            )
-            return
-        data: list[Body]
-        if anthropic:
-            data = [
-                {"type": "model", "id": m, "display_name": m, "created_at": "2025-01-01T00:00:00Z"}
-                for m in _MODELS
-            ]
-            body = {"data": data, "has_more": False, "first_id": _MODELS[0], "last_id": _MODELS[-1]}
-        else:
-            data = [
-                {"id": m, "object": "model", "created": 1735689600, "owned_by": provider}
-                for m in _MODELS
-            ]
-            body = {"object": "list", "data": data}
-        self._send_json(200, body)
-
-    def do_POST(self) -> None:
-        provider, rest = self._route()
-        raw = self._read_body()
-        wire = WIRES.get(rest)
-        if not provider or wire is None:
-            return self._send_json(404, openai_error(404, f"no route for POST {self.path}"))
-        try:
-            body = json.loads(raw)
-        except ValueError:
-            body = None
-        headers = {k.lower(): v for k, v in self.headers.items()}
-        fake = self.server.fake
-        if not isinstance(body, dict):
-            fake._record(provider, {"_raw": raw.decode("utf-8", "replace")}, headers)
-            return self._send_json(400, wire.error(400, "The request body is not valid JSON."))
-        fake._record(provider, body, headers)
-        invalid = wire.validate(body)
-        if invalid is not None:
-            return self._send_json(400, invalid)
-        fault, reply, wake = fake._next(provider)
-        if self._serve_error_fault(wire, fault, wake):
-            return
-        text = reply.text if reply.text is not None else f"hello from {provider}"
-        model = str(body["model"])
-        echo = _Echo(headers) if fault.kind == "echo_headers" else None
-        if echo is not None and not fault.in_stream:
-            return self._send_json(fault.code, wire.error(fault.code, echo.message), echo.headers)
-        if body.get("stream") is True:
-            options = body.get("stream_options")
-            usage = isinstance(options, dict) and options.get("include_usage") is True
-            return self._stream(wire, fault, wire.events(reply, text, model, usage), model, echo)
-        self._respond(wire, fault, reply, text, model, echo)
-
-    # -- faults ---------------------------------------------------------------------------
-
-    def _serve_error_fault(self, wire: Wire, fault: Fault, wake: threading.Event) -> bool:
-        """Serve the faults that replace the whole response; False when there is none."""
-        if fault.kind == "hang":
-            wake.wait(_MAX_WAIT)
-            self.close_connection = True  # hang up without a word
-        elif fault.kind == "reset":
-            self._reset()
-        elif fault.kind == "context_overflow":
-            self._send_json(400, wire.context_overflow())
-        elif fault.kind == "status":
-            headers = {}
-            if fault.retry_after is not None:
-                ra = fault.retry_after
-                headers["Retry-After"] = ra if isinstance(ra, str) else f"{ra:g}"
-            if fault.retry_after_ms is not None:
-                headers["retry-after-ms"] = str(fault.retry_after_ms)
-            if isinstance(fault.body, str):
-                self._send(fault.code, fault.body.encode(), "text/html; charset=utf-8", headers)
-            else:
-                body = dict(fault.body) if fault.body is not None else wire.error(fault.code)
-                self._send_json(fault.code, body, headers)
-        else:
-            return False
-        return True
-
-    def _respond(
-        self, wire: Wire, fault: Fault, reply: Reply, text: str, model: str, echo: _Echo | None
-    ) -> None:
-        """A non-stream response under ``fault``."""
-        if fault.kind == "reset_after":
-            return self._reset()
-        if fault.kind in ("error_before_content", "error_after"):
-            return self._send_json(200, style_error(fault.style, fault.code))
-        if echo is not None:
-            return self._send_json(200, style_error(wire.style, fault.code, echo.message))
-        if fault.kind == "slow" and self._pause(fault.first_token_s):
-            return
-        completion = wire.completion(reply, text, model, finished=fault.kind != "no_finish")
-        if fault.kind in ("malformed_before_content", "malformed_after"):
-            return self._send(200, malformed_body(completion), "application/json")
-        body = json.dumps(completion).encode()
-        if self._serve_body_fault(fault, body, "application/json"):
-            return
-        if fault.kind == "drop_after":
-            # Promise the whole body, deliver half, hang up: a truncated response.
-            self._send_headers(200, "application/json", {"Content-Length": str(len(body))})
-            self.wfile.write(body[: len(body) // 2])
-            self.close_connection = True
-            return
-        self._send(200, body, "application/json")
-
-    def _serve_body_fault(self, fault: Fault, body: bytes, content_type: str) -> bool:
-        """Serve a whole body under the faults that mangle its bytes; False when none does."""
-        if fault.kind == "cut_after_bytes" and fault.after < len(body):
-            self._send_headers(200, content_type, {"Content-Length": str(len(body))})
-            self.wfile.write(body[: fault.after])
-            self.close_connection = True
-        elif fault.kind == "bad_chunking":
-            self._send_headers(200, content_type, {"Transfer-Encoding": "chunked"})
-            self._chunk(body[: len(body) // 2])
-            self.wfile.write(_BAD_CHUNK)
-            self.close_connection = True
-        elif fault.kind == "content_type" and fault.content_type is not None:
-            self._send(200, body, fault.content_type)
-        elif fault.kind == "gzip":
-            zipper = zlib.compressobj(6, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
-            parts = [zipper.compress(body), *self._padding(zipper, fault.size, b""), zipper.flush()]
-            packed = b"".join(parts)
-            headers = {"Content-Length": str(len(packed)), "Content-Encoding": "gzip"}
-            self._send_headers(200, content_type, headers)
-            self.wfile.write(packed)
-        elif fault.kind == "dribble":
-            self._send_headers(200, content_type, {"Content-Length": str(len(body))})
-            self._dribble(body, fault.per_chunk_s, chunked=False)
-        else:
-            return False
-        return True
-
-    def _padding(self, zipper: Any, size: int, prefix: bytes) -> Iterable[bytes]:
-        """``prefix`` and ``size`` spaces, compressed a piece at a time (output only)."""
-        if size <= 0:
-            return
-        out = zipper.compress(prefix)
-        if out:
-            yield out
-        left = size
-        while left > 0:
-            piece = min(left, _PAD_PIECE)
-            left -= piece
-            out = zipper.compress(b" " * piece)
-            if out:
-                yield out
-
-    def _dribble(self, data: bytes, interval: float, *, chunked: bool) -> None:
-        for index in range(len(data)):
-            if index and self._pause(interval):
-                return
-            byte = data[index : index + 1]
-            if chunked:
-                self._chunk(byte)
-            else:
-                self.wfile.write(byte)
-            self.wfile.flush()
-        if chunked:
-            self._chunk(b"")
-
-    def _stream_bytes_fault(self, fault: Fault, events: list[Event]) -> bool:
-        """Serve an SSE stream under the faults that mangle its bytes; False when none does."""
-        data = b"".join(raw for _, raw in events)
-        if fault.kind == "cut_after_bytes" and fault.after < len(data):
-            if fault.after:
-                self._chunk(data[: fault.after])
-            self.close_connection = True  # FIN without the chunked terminator
-        elif fault.kind == "dribble":
-            self._dribble(data, fault.per_chunk_s, chunked=True)
-        elif fault.kind == "gzip":
-            zipper = zlib.compressobj(6, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
-            for out in self._padding(zipper, fault.size, b":"):
-                self._chunk(out)
-            ending = b"\n" if fault.size else b""  # ends the padding comment line
-            for _, raw in events:  # each event flushed, so the client sees it as sent
-                self._chunk(zipper.compress(ending + raw) + zipper.flush(zlib.Z_SYNC_FLUSH))
-                ending = b""
-            self._chunk(zipper.flush())
-            self._chunk(b"")
-        else:
-            return False
-        return True
-
-    def _stream(
-        self, wire: Wire, fault: Fault, events: list[Event], model: str, echo: _Echo | None
-    ) -> None:
-        """An SSE response under ``fault``, one HTTP chunk per event (clients see each as sent)."""
-        headers = {"Cache-Control": "no-cache", "Transfer-Encoding": "chunked"}
-        if fault.kind == "gzip":
-            headers["Content-Encoding"] = "gzip"
-        content_type = "text/event-stream; charset=utf-8"
-        if fault.kind == "content_type" and fault.content_type is not None:
-            content_type = fault.content_type
-        self._send_headers(200, content_type, headers)
-        if self._stream_bytes_fault(fault, events):
-            return
-        cut = _cut_index(fault, events)
-        first = True
-        for index, (kind, data) in enumerate(events):
-            if index == cut:
-                if fault.kind == "drop_after":
-                    self.close_connection = True  # FIN without the chunked terminator
-                    return
-                if fault.kind == "reset_after":
-                    return self._reset()
-                if fault.kind == "bad_chunking":
-                    self.wfile.write(_BAD_CHUNK)
-                    self.close_connection = True
-                    return
-                if fault.kind in ("malformed_before_content", "malformed_after"):
-                    self._chunk(wire.malformed_event)  # inserted: the stream goes on after it
-                elif echo is not None:
-                    self._chunk(stream_error(wire.style, fault.code, model, echo.message))
-                    break
-                else:
-                    self._chunk(stream_error(fault.style, fault.code, model))
-                    break
-            if (kind == "finish" and fault.kind == "no_finish") or (
-                kind == "done" and fault.kind == "no_done"
-            ):
-                break
-            if kind == "content" and fault.kind == "slow":
-                if self._pause(fault.first_token_s if first else fault.per_chunk_s):
-                    return
-                first = False
-            self._chunk(data)
-        self._chunk(b"")
-
-    def _pause(self, seconds: float) -> bool:
-        """Wait ``seconds`` (capped); True when stop() interrupted, and the response is off."""
-        if seconds > 0 and self.server.stopping.wait(min(seconds, _MAX_WAIT)):
-            self.close_connection = True
-            return True
-        return False
-
-    def _reset(self) -> None:
-        """Close with SO_LINGER 0, so the kernel sends RST instead of FIN."""
-        self.close_connection = True
-        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        # rfile holds a reference to the socket; the fd only really closes once it is gone.
-        # (wfile holds none, and http.server still flushes it after the handler returns.)
-        self.rfile.close()
-        self.connection.close()
-
-    # -- HTTP plumbing --------------------------------------------------------------------
-
-    def _read_body(self) -> bytes:
-        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-            parts = []
-            while size := int(self.rfile.readline().split(b";")[0].strip() or b"0", 16):
-                parts.append(self.rfile.read(size))
-                self.rfile.readline()
-            while self.rfile.readline().strip():  # trailers, if any
-                pass
-            return b"".join(parts)
-        return self.rfile.read(int(self.headers.get("Content-Length") or 0))
-
-    def _send_headers(self, code: int, content_type: str, headers: dict[str, str]) -> None:
-        self.send_response(code)
-        self.send_header("Content-Type", content_type)
-        for name, value in headers.items():
-            self.send_header(name, value)
-        self.end_headers()
-
-    def _send(
-        self, code: int, body: bytes, content_type: str, headers: dict[str, str] | None = None
-    ) -> None:
-        self._send_headers(
-            code, content_type, {**(headers or {}), "Content-Length": str(len(body))}
-        )
-        self.wfile.write(body)
-
-    def _send_json(self, code: int, body: Body, headers: dict[str, str] | None = None) -> None:
-        self._send(code, json.dumps(body).encode(), "application/json", headers)
-
-    def _chunk(self, data: bytes) -> None:
-        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))  # b"" writes the terminator
-
-
-@dataclass(frozen=True, slots=True)
-class _Echo:
-    """What :meth:`Fault.echo_headers` repeats back: every received header in the error
-    message, and the credentials again as ``x-echo-<name>`` response headers."""
-
-    received: dict[str, str]
-
-    @property
-    def message(self) -> str:
-        return f"received headers: {json.dumps(self.received)}"
-
-    @property
-    def headers(self) -> dict[str, str]:
-        return {f"x-echo-{k}": self.received[k] for k in _ECHOED if k in self.received}
-
-
-def _cut_index(fault: Fault, events: list[Event]) -> int | None:
-    """Index of the event a stream fault replaces (or, for the malformed faults, is inserted
-    before): right after the first event for the before-content faults; else before content
-    chunk ``after + 1`` or the finish, if sooner."""
-    if fault.kind in ("error_before_content", "malformed_before_content") or (
-        fault.kind == "echo_headers" and fault.after == 0
-    ):
-        return 1
-    if fault.kind not in (
-        "error_after",
-        "drop_after",
-        "reset_after",
-        "malformed_after",
-        "echo_headers",
-        "bad_chunking",
-    ):
-        return None
-    seen = 0
-    for index, (kind, _) in enumerate(events):
-        if kind in ("finish", "done") or (kind == "content" and seen == fault.after):
-            return index
-        seen += kind == "content"
-    return len(events)
+        return self._providers.wait_for_requests(provider, n, timeout)

@@ -3,6 +3,8 @@
 * :class:`FailoverChatModel`: a ``BaseChatModel`` over several route models.
 * :func:`with_failover`: the same for any runnable (declines a swap once a tool ran).
 * :class:`FailoverMiddleware`: a ``create_agent`` middleware (needs ``swerve-langchain[agents]``).
+* :func:`classify_langchain_error`: how swerve reads LangChain integrations' errors, for a
+  ready ``Failover(classifiers=[...])`` passed as ``failover=``.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._chat import FailoverChatModel
 from ._common import RESET_KEY, STREAM_RESET_EVENT, SwerveRetryWarning
-from ._errors import ProviderStreamError
+from ._errors import ProviderStreamError, classify_langchain_error
 from ._runnable import RunnableFailover, with_failover
 
 if TYPE_CHECKING:
@@ -25,6 +27,7 @@ __all__ = [
     "ProviderStreamError",
     "RunnableFailover",
     "SwerveRetryWarning",
+    "classify_langchain_error",
     "with_failover",
 ]
 

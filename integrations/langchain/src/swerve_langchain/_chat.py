@@ -2,106 +2,29 @@
 
 from __future__ import annotations
 
-import json
-import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
-from contextvars import ContextVar
-from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Literal, Self, TypeVar
 
-from langchain_core.callbacks import (
-    AsyncCallbackManager,
-    AsyncCallbackManagerForLLMRun,
-    CallbackManager,
-    CallbackManagerForLLMRun,
-)
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.language_models.chat_models import generate_from_stream
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
-from langchain_core.messages.tool import tool_call_chunk
 from langchain_core.outputs import ChatGenerationChunk, ChatResult
-from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
-from langchain_core.utils.utils import LC_ID_PREFIX
+from langchain_core.runnables import Runnable, RunnableConfig
 from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 
-from swerve import (
-    Attempt,
-    AttemptRecord,
-    Failover,
-    FallbackConfig,
-    HealthStore,
-    Result,
-    Route,
-    StreamReset,
-)
+from swerve import Attempt, AttemptRecord, Failover, FallbackConfig, HealthStore, Result, Route
 
-from . import _history
-from ._chunks import CHAT_SPEC, achecked, check_result, checked, strict_finish
-from ._common import (
-    RESET_KEY,
-    ANotify,
-    Notify,
-    anotifier,
-    make_failover,
-    notifier,
-    resolve_chat_model,
-    summary,
-    surface,
-    warn_retries,
-)
-from ._errors import classifiable
+from ._chunks import CHAT_SPEC
+from ._common import ANotify, Notify, anotifier, make_failover, notifier, summary, warn_retries
+from ._live import arelay, collect, relay
+from ._route_model import RouteModel
+from ._stream_call import StreamCall, aopened, current, opened
 
 __all__ = ["FailoverChatModel"]
 
-
-_Manager = TypeVar("_Manager", CallbackManager, AsyncCallbackManager)
-
-
-@dataclass(frozen=True)
-class _StreamCall:
-    """What ``stream()`` knows before LangChain opens the LLM run: its config and run id."""
-
-    config: RunnableConfig
-    run_id: uuid.UUID
-    model: FailoverChatModel
-
-    def manager(self) -> tuple[CallbackManager, uuid.UUID]:
-        return self._configure(CallbackManager), self.run_id
-
-    def amanager(self) -> tuple[AsyncCallbackManager, uuid.UUID]:
-        return self._configure(AsyncCallbackManager), self.run_id
-
-    def _configure(self, cls: type[_Manager]) -> _Manager:
-        m = self.model
-        return cls.configure(
-            self.config.get("callbacks"),
-            m.callbacks,
-            m.verbose,
-            self.config.get("tags"),
-            m.tags,
-            self.config.get("metadata"),
-            m.metadata,
-        )
-
-
-# Set by stream()/astream() only while LangChain opens the run and asks _stream for its first
-# chunk, so _stream can send the reset event to the right run; never left set across a yield.
-_STREAM_CALL: ContextVar[_StreamCall | None] = ContextVar("swerve_langchain_stream", default=None)
-_END: Any = object()
-
-
-@dataclass
-class _RouteModel:
-    """One route's model, resolved once: the chat model, its bound kwargs, what it is."""
-
-    route: Route
-    model: BaseChatModel
-    kwargs: dict[str, Any]
-    target: _history.Target
-    strict: bool
-    streams: bool
-    extra: dict[str, Any] = field(default_factory=dict)
+_Run = TypeVar("_Run", CallbackManagerForLLMRun, AsyncCallbackManagerForLLMRun)
 
 
 class FailoverChatModel(BaseChatModel):
@@ -131,7 +54,7 @@ class FailoverChatModel(BaseChatModel):
     """A ready :class:`swerve.Failover` (its config, health, telemetry and clock are used)."""
 
     _failover: Failover = PrivateAttr()
-    _resolved: dict[str, _RouteModel] = PrivateAttr()
+    _resolved: dict[str, RouteModel] = PrivateAttr()
     _requested: Route = PrivateAttr()
 
     @model_validator(mode="after")
@@ -146,23 +69,10 @@ class FailoverChatModel(BaseChatModel):
     def _resolve(self) -> None:
         if self.primary not in self.routes:
             raise ValueError(f"primary route {self.primary!r} is not one of the routes")
-        resolved = {}
-        for name, value in self.routes.items():
-            route = self._failover.route(name)
-            model, kwargs = resolve_chat_model(value, name)
-            llm_type = getattr(model, "_llm_type", "")
-            streams = type(model)._stream is not BaseChatModel._stream and (
-                model.disable_streaming is not True
-            )
-            resolved[name] = _RouteModel(
-                route,
-                model,
-                kwargs,
-                _history.target_of(model),
-                strict_finish(llm_type),
-                streams,
-                _own_retries_off(model),
-            )
+        resolved = {
+            name: RouteModel.resolve(self._failover.route(name), value)
+            for name, value in self.routes.items()
+        }
         self._resolved = resolved
         self._requested = self._failover.route(self.primary)
 
@@ -257,77 +167,53 @@ class FailoverChatModel(BaseChatModel):
     def _should_use_protocol_streaming(self, **_: Any) -> bool:
         return False  # the v2 event bridge would merge chunks of failed attempts
 
-    def _wants_tokens(
-        self, run_manager: CallbackManagerForLLMRun | AsyncCallbackManagerForLLMRun | None,
-        kwargs: dict[str, Any], async_api: bool,
-    ) -> bool:  # fmt: skip
-        return run_manager is not None and BaseChatModel._should_stream(
+    def _token_run(
+        self, run_manager: _Run | None, kwargs: dict[str, Any], async_api: bool
+    ) -> _Run | None:
+        """The run to stream tokens to, when ``invoke()`` came with streaming callbacks."""
+        if run_manager is not None and BaseChatModel._should_stream(
             self, async_api=async_api, run_manager=run_manager, **kwargs
-        )
+        ):
+            return run_manager
+        return None
 
     # -- per attempt (shared by every path) -----------------------------------------------------
     def _messages_for(self, attempt: Attempt, messages: list[BaseMessage]) -> list[BaseMessage]:
         rm = self._resolved[str(attempt.route)]
-        telemetry = self._failover.telemetry
-        if attempt.route != attempt.requested:  # the call moved: rebuild history for the target
-            messages, removed = _history.adapt_for_target(messages, rm.target)
-            if removed:
-                telemetry.downgrade(str(attempt.route), removed)
-        messages, fix = _history.fix_empty_text_cache(messages, rm.target)
-        if fix is not None:
-            telemetry.cache_fix(str(attempt.route), fix.blocks, fix.moved_to)
-        return messages
+        return rm.messages_for(attempt, messages, self._failover.telemetry)
 
-    def _prepare(
-        self, attempt: Attempt, messages: list[BaseMessage], kwargs: dict[str, Any]
-    ) -> tuple[_RouteModel, list[BaseMessage], dict[str, Any]]:
-        rm = self._resolved[str(attempt.route)]
-        call = {**rm.kwargs, **kwargs, **rm.extra}
-        call.pop("stream", None)
-        if not rm.target.claude:
-            call.pop("cache_control", None)  # Anthropic's top-level caching kwarg
-        return rm, self._messages_for(attempt, messages), call
+    def _attempt(
+        self, messages: list[BaseMessage], attempt: Attempt
+    ) -> tuple[RouteModel, list[BaseMessage]]:
+        return self._resolved[str(attempt.route)], self._messages_for(attempt, messages)
 
     def _attempt_generate(
         self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any],
         attempt: Attempt,
     ) -> ChatResult:  # fmt: skip
-        rm, msgs, call = self._prepare(attempt, messages, kwargs)
-        with classifiable():
-            return check_result(
-                rm.model._generate(msgs, stop=stop, **call), str(rm.route), rm.strict
-            )
+        rm, msgs = self._attempt(messages, attempt)
+        return rm.generate(msgs, stop, kwargs)
 
     async def _aattempt_generate(
         self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any],
         attempt: Attempt,
     ) -> ChatResult:  # fmt: skip
-        rm, msgs, call = self._prepare(attempt, messages, kwargs)
-        with classifiable():
-            result = await rm.model._agenerate(msgs, stop=stop, **call)
-            return check_result(result, str(rm.route), rm.strict)
+        rm, msgs = self._attempt(messages, attempt)
+        return await rm.agenerate(msgs, stop, kwargs)
 
     def _attempt_stream(
         self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any],
         attempt: Attempt,
     ) -> Iterator[ChatGenerationChunk]:  # fmt: skip
-        rm, msgs, call = self._prepare(attempt, messages, kwargs)
-        if rm.streams:
-            chunks = rm.model._stream(msgs, stop=stop, **call)
-        else:
-            chunks = _sync_chunks(rm.model, msgs, stop, call)
-        return checked(chunks, str(rm.route), rm.strict)
+        rm, msgs = self._attempt(messages, attempt)
+        return rm.stream(msgs, stop, kwargs)
 
     def _aattempt_stream(
         self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any],
         attempt: Attempt,
     ) -> AsyncIterator[ChatGenerationChunk]:  # fmt: skip
-        rm, msgs, call = self._prepare(attempt, messages, kwargs)
-        if rm.streams:
-            chunks = rm.model._astream(msgs, stop=stop, **call)
-        else:
-            chunks = _aas_chunks(rm.model._agenerate(msgs, stop=stop, **call))
-        return achecked(chunks, str(rm.route), rm.strict)
+        rm, msgs = self._attempt(messages, attempt)
+        return rm.astream(msgs, stop, kwargs)
 
     # -- results --------------------------------------------------------------------------------
     def _stamp(self, message: BaseMessage, served: Route, info: dict[str, Any]) -> None:
@@ -361,15 +247,10 @@ class FailoverChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        if self._wants_tokens(run_manager, kwargs, async_api=False):
-            assert run_manager is not None
-            return self._generate_live(messages, stop, run_manager, kwargs)
+        if (run := self._token_run(run_manager, kwargs, async_api=False)) is not None:
+            return self._generate_live(messages, stop, run, kwargs)
         fn = partial(self._attempt_generate, messages, stop, kwargs)
-        try:
-            result = self._failover.call(self._requested, fn)
-        except BaseException as exc:
-            surface(exc)
-        return self._finish(result)
+        return self._finish(self._failover.call(self._requested, fn))
 
     async def _agenerate(
         self,
@@ -378,15 +259,10 @@ class FailoverChatModel(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        if self._wants_tokens(run_manager, kwargs, async_api=True):
-            assert run_manager is not None
-            return await self._agenerate_live(messages, stop, run_manager, kwargs)
+        if (run := self._token_run(run_manager, kwargs, async_api=True)) is not None:
+            return await self._agenerate_live(messages, stop, run, kwargs)
         fn = partial(self._aattempt_generate, messages, stop, kwargs)
-        try:
-            result = await self._failover.acall(self._requested, fn)
-        except BaseException as exc:
-            surface(exc)
-        return self._finish(result)
+        return self._finish(await self._failover.acall(self._requested, fn))
 
     def _generate_live(
         self, messages: list[BaseMessage], stop: list[str] | None,
@@ -396,7 +272,7 @@ class FailoverChatModel(BaseChatModel):
         notify = notifier(run_manager, None, self._requested)
         chunks: list[ChatGenerationChunk] = []
         for chunk in self._live(messages, stop, kwargs, notify):
-            _token(chunk, chunks, run_manager.run_id)
+            collect(chunk, chunks, run_manager.run_id)
             run_manager.on_llm_new_token(chunk.text, chunk=chunk)
         return self._live_result(chunks)
 
@@ -407,7 +283,7 @@ class FailoverChatModel(BaseChatModel):
         notify = anotifier(run_manager, None, self._requested)
         chunks: list[ChatGenerationChunk] = []
         async for chunk in self._alive(messages, stop, kwargs, notify):
-            _token(chunk, chunks, run_manager.run_id)
+            collect(chunk, chunks, run_manager.run_id)
             await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
         return self._live_result(chunks)
 
@@ -426,23 +302,12 @@ class FailoverChatModel(BaseChatModel):
         self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any],
         notify: Notify,
     ) -> Iterator[ChatGenerationChunk]:  # fmt: skip
-        """The chunks of a live failover stream; resets are announced and marked."""
+        """The chunks of a live failover stream, then the summary chunk."""
         fn = partial(self._attempt_stream, messages, stop, kwargs)
-        stream = self._failover.stream(self._requested, fn, CHAT_SPEC, mid_stream=self.mid_stream)
-        reset: StreamReset | None = None
-        with stream:
-            try:
-                for item in stream:
-                    if isinstance(item, StreamReset):
-                        notify(item)
-                        reset = item
-                        continue
-                    if reset is not None:
-                        _mark(item, reset)
-                        reset = None
-                    yield item
-            except Exception as exc:
-                surface(exc)
+        with self._failover.stream(
+            self._requested, fn, CHAT_SPEC, mid_stream=self.mid_stream
+        ) as stream:
+            yield from relay(stream, notify)
         yield self._summary_chunk(stream.requested, stream.route, stream.attempts)
 
     async def _alive(
@@ -450,21 +315,11 @@ class FailoverChatModel(BaseChatModel):
         notify: ANotify,
     ) -> AsyncIterator[ChatGenerationChunk]:  # fmt: skip
         fn = partial(self._aattempt_stream, messages, stop, kwargs)
-        stream = self._failover.astream(self._requested, fn, CHAT_SPEC, mid_stream=self.mid_stream)
-        reset: StreamReset | None = None
-        async with stream:
-            try:
-                async for item in stream:
-                    if isinstance(item, StreamReset):
-                        await notify(item)
-                        reset = item
-                        continue
-                    if reset is not None:
-                        _mark(item, reset)
-                        reset = None
-                    yield item
-            except Exception as exc:
-                surface(exc)
+        async with self._failover.astream(
+            self._requested, fn, CHAT_SPEC, mid_stream=self.mid_stream
+        ) as stream:
+            async for chunk in arelay(stream, notify):
+                yield chunk
         yield self._summary_chunk(stream.requested, stream.route, stream.attempts)
 
     def _stream(
@@ -474,7 +329,7 @@ class FailoverChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
-        call = _STREAM_CALL.get()
+        call = current()
         notify = notifier(run_manager, call.manager if call else None, self._requested)
         yield from self._live(messages, stop, kwargs, notify)
 
@@ -485,16 +340,10 @@ class FailoverChatModel(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
-        call = _STREAM_CALL.get()
+        call = current()
         notify = anotifier(run_manager, call.amanager if call else None, self._requested)
         async for chunk in self._alive(messages, stop, kwargs, notify):
             yield chunk
-
-    def _stream_call(self, config: RunnableConfig | None) -> tuple[RunnableConfig, _StreamCall]:
-        config = ensure_config(config)
-        run_id = config.get("run_id") or uuid.uuid4()
-        config["run_id"] = run_id
-        return config, _StreamCall(dict(config), run_id, self)  # type: ignore[arg-type]
 
     def stream(
         self,
@@ -504,20 +353,8 @@ class FailoverChatModel(BaseChatModel):
         stop: list[str] | None = None,
         **kwargs: Any,
     ) -> Iterator[AIMessageChunk]:
-        config, call = self._stream_call(config)
-        inner = super().stream(input, config, stop=stop, **kwargs)
-        try:
-            token = _STREAM_CALL.set(call)
-            try:
-                first = next(inner, _END)
-            finally:
-                _STREAM_CALL.reset(token)
-            if first is _END:
-                return
-            yield first
-            yield from inner
-        finally:
-            inner.close()  # type: ignore[attr-defined]
+        config, call = StreamCall.of(self, config)
+        yield from opened(call, super().stream(input, config, stop=stop, **kwargs))
 
     async def astream(
         self,
@@ -527,83 +364,6 @@ class FailoverChatModel(BaseChatModel):
         stop: list[str] | None = None,
         **kwargs: Any,
     ) -> AsyncIterator[AIMessageChunk]:
-        config, call = self._stream_call(config)
-        inner = super().astream(input, config, stop=stop, **kwargs)
-        try:
-            token = _STREAM_CALL.set(call)
-            try:
-                first = await anext(inner, _END)
-            finally:
-                _STREAM_CALL.reset(token)
-            if first is _END:
-                return
-            yield first
-            async for chunk in inner:
-                yield chunk
-        finally:
-            await inner.aclose()  # type: ignore[attr-defined]
-
-
-def _mark(chunk: ChatGenerationChunk, reset: StreamReset) -> None:
-    """Mark the first chunk of the route a stream restarted on."""
-    meta = dict(chunk.message.response_metadata)
-    meta[RESET_KEY] = [{"route_from": str(reset.route), "route_to": str(reset.next_route)}]
-    chunk.message.response_metadata = meta
-
-
-def _token(chunk: ChatGenerationChunk, chunks: list[ChatGenerationChunk], run_id: Any) -> None:
-    if RESET_KEY in chunk.message.response_metadata:
-        chunks.clear()  # the message returned holds only the route that completed
-    if chunk.message.id is None:
-        chunk.message.id = f"{LC_ID_PREFIX}-{run_id}"
-    chunks.append(chunk)
-
-
-def _as_chunks(result: ChatResult) -> list[ChatGenerationChunk]:
-    """A non-streaming route's result as one chunk per generation."""
-    out = []
-    for generation in result.generations:
-        message = generation.message
-        ai = message if isinstance(message, AIMessage) else None
-        chunk = AIMessageChunk(
-            content=message.content,
-            additional_kwargs=message.additional_kwargs,
-            response_metadata=message.response_metadata,
-            usage_metadata=ai.usage_metadata if ai else None,
-            id=message.id,
-            tool_call_chunks=[
-                tool_call_chunk(
-                    name=call["name"], args=json.dumps(call["args"]), id=call["id"], index=i
-                )
-                for i, call in enumerate(ai.tool_calls if ai else [])
-            ],
-        )
-        out.append(ChatGenerationChunk(message=chunk, generation_info=generation.generation_info))
-    return out
-
-
-def _sync_chunks(
-    model: BaseChatModel, messages: list[BaseMessage], stop: list[str] | None, call: dict[str, Any]
-) -> Iterator[ChatGenerationChunk]:
-    """A route that does not stream, called when the engine first reads it."""
-    yield from _as_chunks(model._generate(messages, stop=stop, **call))
-
-
-async def _aas_chunks(result: Any) -> AsyncIterator[ChatGenerationChunk]:
-    for chunk in _as_chunks(await result):
-        yield chunk
-
-
-def _own_retries_off(model: BaseChatModel) -> dict[str, Any]:
-    """Call kwargs that make a route model's ``max_retries=0`` mean what it says.
-
-    langchain-openrouter leaves the openrouter SDK's default retry policy (5xx retried with
-    backoff for up to an hour) in force when ``max_retries=0``; this turns it off per call.
-    """
-    if getattr(model, "_llm_type", "") != "openrouter-chat" or model.max_retries != 0:  # type: ignore[attr-defined]
-        return {}
-    try:
-        from openrouter.utils import RetryConfig
-    except ImportError:  # pragma: no cover - langchain-openrouter depends on it
-        return {}
-    return {"retries": RetryConfig("none", None, False)}  # type: ignore[arg-type]
+        config, call = StreamCall.of(self, config)
+        async for chunk in aopened(call, super().astream(input, config, stop=stop, **kwargs)):
+            yield chunk

@@ -11,7 +11,7 @@ from langchain_core.outputs import ChatGenerationChunk, ChatResult
 from swerve import PartKind, StreamSpec
 from swerve._failures import IncompleteStreamError
 
-from ._errors import ProviderStreamError, classifiable
+from ._errors import ProviderStreamError
 
 __all__ = ["CHAT_SPEC", "achecked", "check_result", "checked", "part_of", "strict_finish"]
 
@@ -101,8 +101,8 @@ def _raise_for_finish(finish: str, route: str) -> None:
 
 
 class _Finish:
-    """Watches a route's chunks for the finish reason; shared by :func:`checked` and
-    :func:`achecked`, which only differ in how they iterate."""
+    """Watches a route's chunks for the finish reason, and excuses a break after it; shared
+    by :func:`checked` and :func:`achecked`, which only differ in how they iterate."""
 
     def __init__(self, route: str, strict: bool) -> None:
         self.route = route
@@ -116,6 +116,14 @@ class _Finish:
             self.finished = True
         return chunk
 
+    def __enter__(self) -> _Finish:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: object, tb: object) -> bool:
+        # A break after the finish reason arrived leaves the answer whole: all it cost is the
+        # stream's terminator ([DONE], message_stop). Not a failure of the route.
+        return self.finished and kind is not None and issubclass(kind, Exception)
+
     def end(self) -> None:
         if self.strict and not self.finished:
             raise IncompleteStreamError(f"the stream of {self.route} ended without a finish reason")
@@ -124,17 +132,11 @@ class _Finish:
 def checked(
     chunks: Iterator[ChatGenerationChunk], route: str, strict: bool
 ) -> Iterator[ChatGenerationChunk]:
-    """A route's chunks, with integration errors made classifiable and the end verified."""
-    finish = _Finish(route, strict)
+    """A route's chunks, with the end verified."""
     try:
-        with classifiable():
+        with _Finish(route, strict) as finish:
             for chunk in chunks:
                 yield finish.see(chunk)
-    except Exception:
-        if not finish.finished:
-            raise
-        # The finish reason had arrived: the answer is whole, and all the break cost is the
-        # stream's terminator ([DONE], message_stop). Not a failure of the route.
     finally:
         close = getattr(chunks, "close", None)
         if close is not None:
@@ -146,16 +148,10 @@ async def achecked(
     chunks: AsyncIterator[ChatGenerationChunk], route: str, strict: bool
 ) -> AsyncIterator[ChatGenerationChunk]:
     """Async :func:`checked`."""
-    finish = _Finish(route, strict)
     try:
-        with classifiable():
+        with _Finish(route, strict) as finish:
             async for chunk in chunks:
                 yield finish.see(chunk)
-    except Exception:
-        if not finish.finished:
-            raise
-        # The finish reason had arrived: the answer is whole, and all the break cost is the
-        # stream's terminator ([DONE], message_stop). Not a failure of the route.
     finally:
         aclose = getattr(chunks, "aclose", None)
         if aclose is not None:

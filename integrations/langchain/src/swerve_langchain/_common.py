@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, NoReturn, TypeVar
+from typing import Any, TypeVar
 
 from langchain_core.callbacks import (
     AsyncCallbackManager,
@@ -20,7 +20,7 @@ from langchain_core.runnables import Runnable, RunnableBinding
 
 from swerve import Attempt, AttemptRecord, Failover, FallbackConfig, HealthStore, Route, StreamReset
 
-from ._errors import unwrap
+from ._errors import classify_langchain_error
 
 __all__ = [
     "STREAM_RESET_EVENT",
@@ -29,7 +29,6 @@ __all__ = [
     "make_failover",
     "reset_data",
     "summary",
-    "surface",
 ]
 
 STREAM_RESET_EVENT = "swerve.stream_reset"
@@ -50,20 +49,14 @@ class SwerveRetryWarning(UserWarning):
 def make_failover(
     failover: Failover | None, config: FallbackConfig | None, health: HealthStore | None
 ) -> Failover:
+    """The engine a wrapper runs on: ``failover`` as given, or one built on ``config`` and
+    ``health``; either way it reads LangChain's errors (:func:`classify_langchain_error`,
+    tried before any rules the Failover already has)."""
     if failover is not None:
         if config is not None or health is not None:
             raise ValueError("pass either failover or config/health, not both")
-        return failover
-    return Failover(config, health)
-
-
-def surface(exc: BaseException) -> NoReturn:
-    """Raise what the caller should see for ``exc`` (the route model's own error)."""
-    error = unwrap(exc)
-    if error is exc:
-        raise exc
-    error.__suppress_context__ = True
-    raise error
+        return failover.with_classifiers(classify_langchain_error)
+    return Failover(config, health, classifiers=[classify_langchain_error])
 
 
 def reset_data(reset: StreamReset, requested: Route) -> dict[str, str]:
@@ -102,6 +95,15 @@ def _of_run(cls: type[_M], run: Any) -> _M:
     )
 
 
+def _run_of(
+    run_manager: Any, fallback: Callable[[], tuple[_M, Any] | None] | None, cls: type[_M]
+) -> tuple[_M, Any] | None:
+    """Where a reset event goes: the run's own manager, else the one ``fallback`` finds."""
+    if run_manager is not None:
+        return _of_run(cls, run_manager), run_manager.run_id
+    return fallback() if fallback is not None else None
+
+
 def notifier(
     run_manager: CallbackManagerForLLMRun | CallbackManagerForChainRun | None,
     fallback: Callable[[], tuple[CallbackManager, Any] | None] | None,
@@ -110,14 +112,10 @@ def notifier(
     """A function that sends :data:`STREAM_RESET_EVENT` to the run's callbacks."""
 
     def notify(reset: StreamReset) -> None:
-        if run_manager is not None:
-            manager, run_id = _of_run(CallbackManager, run_manager), run_manager.run_id
-        else:
-            found = fallback() if fallback is not None else None
-            if found is None:
-                return
+        found = _run_of(run_manager, fallback, CallbackManager)
+        if found is not None:
             manager, run_id = found
-        manager.on_custom_event(STREAM_RESET_EVENT, reset_data(reset, requested), run_id=run_id)
+            manager.on_custom_event(STREAM_RESET_EVENT, reset_data(reset, requested), run_id=run_id)
 
     return notify
 
@@ -130,16 +128,12 @@ def anotifier(
     """Async :func:`notifier`."""
 
     async def notify(reset: StreamReset) -> None:
-        if run_manager is not None:
-            manager, run_id = _of_run(AsyncCallbackManager, run_manager), run_manager.run_id
-        else:
-            found = fallback() if fallback is not None else None
-            if found is None:
-                return
+        found = _run_of(run_manager, fallback, AsyncCallbackManager)
+        if found is not None:
             manager, run_id = found
-        await manager.on_custom_event(
-            STREAM_RESET_EVENT, reset_data(reset, requested), run_id=run_id
-        )
+            await manager.on_custom_event(
+                STREAM_RESET_EVENT, reset_data(reset, requested), run_id=run_id
+            )
 
     return notify
 

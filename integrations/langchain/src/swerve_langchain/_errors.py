@@ -1,4 +1,4 @@
-"""What LangChain integrations raise, made readable to :func:`swerve._failures.classify`.
+"""What LangChain integrations raise, read by swerve: one classifier for ``Failover``.
 
 The openai and anthropic SDK errors (and langchain-openai / langchain-anthropic's
 ``ModelError`` subclasses of them) carry ``status_code`` and ``body``, which the core reads
@@ -9,29 +9,29 @@ as they are. A few things do not:
   (OpenRouter answers a non-streaming request that way);
 * langchain-core's provider-neutral ``ModelError`` classes, raised without any SDK base;
 * ChatOpenRouter turns an OpenRouter in-stream error chunk into an ordinary chunk with
-  ``finish_reason="error"``, dropping the error's code;
+  ``finish_reason="error"``, dropping the error's code (:class:`ProviderStreamError`);
 * the openrouter SDK reports data it could not decode (a 200 body, or a stream event, that is
   not JSON) as a validation error, not as the ``JSONDecodeError`` the core reads as malformed.
 
-:func:`translate` wraps such an error in an exception the core classifies (the original is
-its ``__cause__``); :func:`unwrap` puts the original back when the error surfaces, so callers
-see exactly what the route model raised, with swerve's note attached.
+:func:`classify_langchain_error` reads them (``Failover(classifiers=[...])``, which the
+adapter's own ``Failover`` is built with): the error itself is never replaced, so the one that
+surfaces is exactly what the route model raised, with swerve's note attached.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
+from dataclasses import replace
 
 from langchain_core import exceptions as lc_exc
 from pydantic import ValidationError
 
-from swerve import MidStreamError
+from swerve import Failure, FailureKind, MidStreamError, UpstreamError
 from swerve._failures import IncompleteStreamError, InStreamError, MalformedStreamError, classify
 
-__all__ = ["ProviderStreamError", "translate", "unwrap"]
+__all__ = ["ProviderStreamError", "classify_langchain_error"]
 
 _CODE_RE = re.compile(r"\(code:\s*([0-9]{3})\)\s*$")
 
@@ -39,33 +39,6 @@ _CODE_RE = re.compile(r"\(code:\s*([0-9]{3})\)\s*$")
 class ProviderStreamError(IncompleteStreamError):
     """A stream ended with ``finish_reason="error"``: the provider failed inside it but the
     integration did not pass the error on (ChatOpenRouter drops OpenRouter's error chunk)."""
-
-
-class _Translated(InStreamError):
-    """An error payload recovered from an exception the core cannot read; ``__cause__`` is
-    the original and :func:`unwrap` restores it."""
-
-
-class _Malformed(MalformedStreamError):
-    """Data an SDK could not decode, reported as something else (``__cause__``)."""
-
-
-class _Timeout(TimeoutError):
-    """A langchain-core ``ModelTimeoutError`` with no SDK base (``__cause__``)."""
-
-
-class _Connection(ConnectionError):
-    """A langchain-core ``ModelConnectionError`` with no SDK base (``__cause__``)."""
-
-
-class _StatusError(Exception):
-    """A langchain-core ``ModelError`` without an HTTP status of its own: the status its
-    class stands for, so the configured status list applies."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status_code = status
-        self.body = {"error": {"code": status, "message": message}}
 
 
 # langchain-core's provider-neutral classes, most specific first (ContextOverflowError is
@@ -80,50 +53,48 @@ _MODEL_ERROR_STATUS: tuple[tuple[type[BaseException], int], ...] = (
 )
 
 
-@contextmanager
-def classifiable() -> Iterator[None]:
-    """Re-raise an integration's error as one ``classify`` reads, with the original as its
-    cause (the error that finally surfaces is unwrapped again)."""
-    try:
-        yield
-    except Exception as exc:
-        wrapped = translate(exc)
-        if wrapped is None:
-            raise
-        raise wrapped from exc
+def classify_langchain_error(error: BaseException, /) -> Failure | None:
+    """The :class:`swerve.Failure` a LangChain integration's error stands for, or None when
+    the core reads it as it is (or nothing better is known): a :class:`swerve.Classifier`.
+
+    The Failure is the core's reading of what the error says (an in-stream error payload, an
+    HTTP status, a timeout, a broken connection, malformed data), so it classifies exactly as
+    the same failure from an SDK the core knows.
+    """
+    if not isinstance(error, Exception) or isinstance(error, InStreamError | MidStreamError):
+        return None
+    if classify(error).kind is not FailureKind.UNKNOWN:
+        return None
+    said: BaseException | None = None
+    if isinstance(error, ValueError):
+        said = _from_value_error(error)
+    if said is None:
+        said = _from_body(error)
+    if said is None and isinstance(error, ValidationError):
+        said = _from_validation(error)
+    if said is None and isinstance(error, lc_exc.ModelError):
+        said = _from_model_error(error)
+    if said is None:
+        return None
+    failure = classify(said)
+    if isinstance(said, TimeoutError | ConnectionError):
+        # error.type names the class the caller catches, as for any exception.
+        failure = replace(failure, error_type=_qualified_name(error))
+    return failure
 
 
-def translate(exc: BaseException) -> BaseException | None:
-    """An exception ``classify`` reads correctly in place of ``exc``, or None if it already
-    does (or nothing better is known)."""
-    if not isinstance(exc, Exception) or isinstance(exc, InStreamError | MidStreamError):
-        return None
-    if classify(exc).kind.value != "unknown":
-        return None
-    wrapped: BaseException | None = None
-    if isinstance(exc, ValueError):
-        wrapped = _from_value_error(exc)
-    if wrapped is None:
-        wrapped = _from_body(exc)
-    if wrapped is None and isinstance(exc, ValidationError):
-        wrapped = _from_validation(exc)
-    if wrapped is None and isinstance(exc, lc_exc.ModelError):
-        wrapped = _from_model_error(exc)
-    if wrapped is None:
-        return None
-    wrapped.__cause__ = exc
-    return wrapped
+# Each reader below returns what ``error`` says, as an exception the core reads.
 
 
 def _from_value_error(exc: ValueError) -> BaseException | None:
     arg = exc.args[0] if exc.args else None
     if isinstance(arg, Mapping) and ("code" in arg or "type" in arg or "message" in arg):
         # langchain-openai: ValueError(response["error"]) for an error body on a 200.
-        return _Translated({"error": dict(arg)})
+        return InStreamError({"error": dict(arg)})
     text = str(exc)
     match = _CODE_RE.search(text)
     if match:  # langchain-openrouter: "OpenRouter API returned an error...: msg (code: 503)"
-        return _Translated({"error": {"code": int(match.group(1)), "message": text}})
+        return InStreamError({"error": {"code": int(match.group(1)), "message": text}})
     return None
 
 
@@ -141,10 +112,10 @@ def _from_body(exc: BaseException) -> BaseException | None:
     except ValueError:
         status = getattr(exc, "status_code", None)
         if isinstance(status, int) and 200 <= status < 300:
-            return _Malformed(f"the response body is not JSON: {exc}")
+            return MalformedStreamError(f"the response body is not JSON: {exc}")
         return None
     if isinstance(data, Mapping) and isinstance(data.get("error"), Mapping):
-        return _Translated(data)
+        return InStreamError(data)
     return None
 
 
@@ -154,7 +125,7 @@ def _from_validation(exc: ValidationError) -> BaseException | None:
     for error in exc.errors(include_url=False):
         value = error.get("input")
         if isinstance(value, str) and value.lstrip()[:1] in ("{", "[") and not _decodes(value):
-            return _Malformed("a stream event is not JSON")  # (no text of it: it is output)
+            return MalformedStreamError("a stream event is not JSON")  # (no text: it is output)
     return None
 
 
@@ -169,33 +140,18 @@ def _decodes(text: str) -> bool:
 def _from_model_error(exc: lc_exc.ModelError) -> BaseException | None:
     message = str(exc) or type(exc).__name__
     if isinstance(exc, lc_exc.ContextOverflowError):
-        return _Translated({"error": {"code": "context_length_exceeded", "message": message}})
+        return InStreamError({"error": {"code": "context_length_exceeded", "message": message}})
     if isinstance(exc, lc_exc.ModelTimeoutError):
-        return _Timeout(message)
+        return TimeoutError(message)
     if isinstance(exc, lc_exc.ModelConnectionError):
-        return _Connection(message)
+        return ConnectionError(message)
     for cls, status in _MODEL_ERROR_STATUS:
         if isinstance(exc, cls):
-            return _StatusError(status, message)
+            # The status its class stands for, so the configured status list applies.
+            return UpstreamError(status, message=message)
     return None
 
 
-_WRAPPERS = (_Translated, _StatusError, _Timeout, _Connection, _Malformed)
-
-
-def unwrap(exc: BaseException) -> BaseException:
-    """The exception to surface for ``exc``: the original of a translated error (carrying
-    the notes swerve added to the wrapper); a :class:`MidStreamError` gets the original as
-    its cause."""
-    if isinstance(exc, MidStreamError):
-        cause = exc.__cause__
-        if isinstance(cause, _WRAPPERS) and cause.__cause__ is not None:
-            exc.__cause__ = cause.__cause__
-        return exc
-    original = exc.__cause__ if isinstance(exc, _WRAPPERS) else None
-    if original is None:
-        return exc
-    for note in getattr(exc, "__notes__", ()):
-        if note not in getattr(original, "__notes__", ()):
-            original.add_note(note)
-    return original
+def _qualified_name(exc: BaseException) -> str:
+    cls = type(exc)
+    return f"{cls.__module__}.{cls.__qualname__}"

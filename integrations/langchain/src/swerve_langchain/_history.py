@@ -1,6 +1,10 @@
-"""The conversation as the next route should receive it, on LangChain message objects.
+"""The wire rules on LangChain message objects: the conversation as a route should get it.
 
-Two fixes, both pure (the input list and its messages are never modified):
+The step that applies the rules and reports what they did, the names they read and the
+reports they give are the core's (:mod:`swerve._wire_rules`, the same the transports use on
+raw JSON bodies); this module holds only what is LangChain's own: which model a route is
+(:class:`Target`), and the two rules on message lists, both pure (the input list and its
+messages are never modified), offered to the core as :class:`MessageRules`:
 
 * :func:`fix_empty_text_cache`: for Claude targets (direct, or behind OpenRouter or another
   OpenAI-compatible gateway) empty and whitespace-only text blocks are dropped, and a
@@ -26,18 +30,31 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 
-from swerve._payloads import is_claude
+from swerve._wire_rules import (
+    ANTHROPIC_MARKABLE,
+    CACHE_CONTROL,
+    OPENAI_MARKABLE,
+    REASONING,
+    REASONING_DETAILS,
+    SIGNED_THINKING,
+    TEXT,
+    CacheFix,
+    Downgrade,
+    speaks_to_claude,
+)
 
-__all__ = ["CacheFix", "Target", "adapt_for_target", "fix_empty_text_cache", "target_of"]
+__all__ = ["MessageRules", "Target", "adapt_for_target", "fix_empty_text_cache", "target_of"]
 
 # `_llm_type` of models that speak Anthropic's API (LangChain's ModelFallbackMiddleware list).
 ANTHROPIC_LLM_TYPES = frozenset(
     {"anthropic-chat", "anthropic-bedrock-chat", "anthropic-chat-vertexai"}
 )
-_REASONING_BLOCKS = frozenset({"thinking", "redacted_thinking", "reasoning"})
-_REASONING_KWARGS = ("reasoning_details", "reasoning_content", "reasoning")
-# Blocks Anthropic accepts a cache marker on, besides non-empty text.
-_MARKABLE = frozenset({"image", "image_url", "document", "file", "tool_use", "tool_result"})
+# LangChain's standard content blocks add their own "reasoning" and "file" kinds, and its
+# messages keep reasoning in additional_kwargs (langchain-openai's "reasoning_content" too).
+_REASONING_BLOCKS = SIGNED_THINKING | {"reasoning"}
+_REASONING_KWARGS = (REASONING_DETAILS, "reasoning_content", REASONING)
+_MARKABLE = ANTHROPIC_MARKABLE | OPENAI_MARKABLE | {"file"}
+_NESTED = ("extras", "metadata")  # where LangChain blocks may keep a cache_control marker
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +67,7 @@ class Target:
 
     @property
     def claude(self) -> bool:
-        return self.anthropic_api or is_claude(self.model)
+        return speaks_to_claude(self.anthropic_api, self.model)
 
 
 def target_of(model: BaseChatModel) -> Target:
@@ -64,17 +81,22 @@ def target_of(model: BaseChatModel) -> Target:
 
 
 @dataclass(frozen=True, slots=True)
-class CacheFix:
-    """Empty text blocks dropped and where their markers went (``messages[i].content[j]``
-    in the returned list, or ``dropped``)."""
+class MessageRules:
+    """The wire rules for a message list going to ``target``
+    (a :class:`swerve._wire_rules.WireRules`)."""
 
-    blocks: int
-    moved_to: tuple[str, ...]
+    target: Target
+
+    def adapt(self, messages: list[BaseMessage], /) -> tuple[list[BaseMessage], Downgrade | None]:
+        return adapt_for_target(messages, self.target)
+
+    def fix(self, messages: list[BaseMessage], /) -> tuple[list[BaseMessage], CacheFix | None]:
+        return fix_empty_text_cache(messages, self.target)
 
 
 def adapt_for_target(
     messages: Sequence[BaseMessage], target: Target
-) -> tuple[list[BaseMessage], tuple[str, ...]]:
+) -> tuple[list[BaseMessage], Downgrade | None]:
     """The history for a route the call moved to (see the module docs), and what was removed
     (``messages[2].content[0]``, ``messages[1].content[0].cache_control``,
     ``messages[3].additional_kwargs.reasoning_details``, ...)."""
@@ -106,15 +128,15 @@ def adapt_for_target(
                     j for j, (a, b) in enumerate(zip(stripped, content, strict=True)) if a is not b
                 ]
                 if changed:
-                    removed += [f"{here}.content[{j}].cache_control" for j in changed]
+                    removed += [f"{here}.content[{j}].{CACHE_CONTROL}" for j in changed]
                     update["content"] = stripped
-            if "cache_control" in kwargs:
-                removed.append(f"{here}.additional_kwargs.cache_control")
+            if CACHE_CONTROL in kwargs:
+                removed.append(f"{here}.additional_kwargs.{CACHE_CONTROL}")
                 update["additional_kwargs"] = {
-                    k: v for k, v in kwargs.items() if k != "cache_control"
+                    k: v for k, v in kwargs.items() if k != CACHE_CONTROL
                 }
         out.append(message.model_copy(update=update) if update else message)
-    return out, tuple(removed)
+    return out, Downgrade(tuple(removed)) if removed else None
 
 
 def fix_empty_text_cache(
@@ -128,21 +150,21 @@ def fix_empty_text_cache(
     last: tuple[int, int] | None = None  # nearest earlier block that may carry a marker
     last_marked = False
     moved: list[tuple[int, int] | None] = []
-    dropped = 0
+    dropped: list[str] = []
     for i, message in enumerate(messages):
         if isinstance(message.content, str):
             if message.content.strip():  # a string becomes one text block if a marker lands
-                contents[i] = [{"type": "text", "text": message.content}]
+                contents[i] = [{"type": TEXT, "text": message.content}]
                 last, last_marked = (i, 0), False
             continue
         new = contents[i] = []
-        for block in message.content:
+        for j, block in enumerate(message.content):
             if not _is_empty_text(block):
                 new.append(block)
                 if _markable(block):
                     last, last_marked = (i, len(new) - 1), _marker(block) is not None
                 continue
-            dropped += 1
+            dropped.append(f"messages[{i}].content[{j}]")
             touched.add(i)
             marker = _marker(block)
             if marker is None:
@@ -163,7 +185,7 @@ def fix_empty_text_cache(
         "dropped" if where is None else f"messages[{where[0]}].content[{where[1]}]"
         for where in moved
     )
-    return out, CacheFix(dropped, moved_to)
+    return out, CacheFix(len(dropped), moved_to, tuple(dropped))
 
 
 def _foreign(message: AIMessage, target: Target) -> bool:
@@ -177,7 +199,7 @@ def _is_reasoning(block: object) -> bool:
 
 
 def _is_empty_text(block: object) -> bool:
-    if not isinstance(block, dict) or block.get("type") != "text":
+    if not isinstance(block, dict) or block.get("type") != TEXT:
         return False
     text = block.get("text")
     return isinstance(text, str) and not text.strip()
@@ -187,7 +209,7 @@ def _markable(block: object) -> bool:
     if not isinstance(block, dict):
         return False
     kind = block.get("type")
-    if kind == "text":
+    if kind == TEXT:
         text = block.get("text")
         return isinstance(text, str) and bool(text.strip())
     return kind in _MARKABLE
@@ -196,31 +218,31 @@ def _markable(block: object) -> bool:
 def _marker(block: Any) -> Any:
     if not isinstance(block, dict):
         return None
-    if block.get("cache_control") is not None:
-        return block["cache_control"]
-    for nested in ("extras", "metadata"):
+    if block.get(CACHE_CONTROL) is not None:
+        return block[CACHE_CONTROL]
+    for nested in _NESTED:
         inner = block.get(nested)
-        if isinstance(inner, dict) and inner.get("cache_control") is not None:
-            return inner["cache_control"]
+        if isinstance(inner, dict) and inner.get(CACHE_CONTROL) is not None:
+            return inner[CACHE_CONTROL]
     return None
 
 
 def _with_marker(block: Any, marker: Any) -> Any:
     if not isinstance(block, dict) or _marker(block) is not None:
         return block  # a marker already there absorbs the moved one
-    return {**block, "cache_control": marker}
+    return {**block, CACHE_CONTROL: marker}
 
 
 def _without_cache_control(block: Any) -> Any:
     if not isinstance(block, dict):
         return block
     out = block
-    if "cache_control" in block:
-        out = {k: v for k, v in block.items() if k != "cache_control"}
-    for nested in ("extras", "metadata"):
+    if CACHE_CONTROL in block:
+        out = {k: v for k, v in block.items() if k != CACHE_CONTROL}
+    for nested in _NESTED:
         inner = out.get(nested)
-        if isinstance(inner, dict) and "cache_control" in inner:
+        if isinstance(inner, dict) and CACHE_CONTROL in inner:
             if out is block:
                 out = dict(block)
-            out[nested] = {k: v for k, v in inner.items() if k != "cache_control"}
+            out[nested] = {k: v for k, v in inner.items() if k != CACHE_CONTROL}
     return out

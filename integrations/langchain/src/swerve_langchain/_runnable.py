@@ -23,8 +23,7 @@ from swerve import (
 )
 
 from ._chunks import part_of
-from ._common import EffectWatcher, anotifier, make_failover, notifier, surface, warn_retries
-from ._errors import classifiable
+from ._common import EffectWatcher, anotifier, make_failover, notifier, warn_retries
 
 __all__ = ["RunnableFailover", "with_failover"]
 
@@ -105,33 +104,29 @@ class RunnableFailover(RunnableSerializable[Any, Any]):
         kwargs: dict[str, Any], attempt: Attempt,
     ) -> Any:  # fmt: skip
         runnable, value, cfg = self._attempt_args(value, attempt, config, run_manager)
-        with classifiable():
-            return runnable.invoke(value, cfg, **kwargs)
+        return runnable.invoke(value, cfg, **kwargs)
 
     async def _arun(
         self, value: Any, run_manager: AsyncCallbackManagerForChainRun, config: RunnableConfig,
         kwargs: dict[str, Any], attempt: Attempt,
     ) -> Any:  # fmt: skip
         runnable, value, cfg = self._attempt_args(value, attempt, config, run_manager)
-        with classifiable():
-            return await runnable.ainvoke(value, cfg, **kwargs)
+        return await runnable.ainvoke(value, cfg, **kwargs)
 
     def _run_stream(
         self, value: Any, run_manager: CallbackManagerForChainRun, config: RunnableConfig,
         kwargs: dict[str, Any], attempt: Attempt,
     ) -> Iterator[Any]:  # fmt: skip
         runnable, value, cfg = self._attempt_args(value, attempt, config, run_manager)
-        with classifiable():
-            yield from runnable.stream(value, cfg, **kwargs)
+        yield from runnable.stream(value, cfg, **kwargs)
 
     async def _arun_stream(
         self, value: Any, run_manager: AsyncCallbackManagerForChainRun, config: RunnableConfig,
         kwargs: dict[str, Any], attempt: Attempt,
     ) -> AsyncIterator[Any]:  # fmt: skip
         runnable, value, cfg = self._attempt_args(value, attempt, config, run_manager)
-        with classifiable():
-            async for chunk in runnable.astream(value, cfg, **kwargs):
-                yield chunk
+        async for chunk in runnable.astream(value, cfg, **kwargs):
+            yield chunk
 
     # -- Runnable -------------------------------------------------------------------------------
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
@@ -141,10 +136,7 @@ class RunnableFailover(RunnableSerializable[Any, Any]):
             def fn(attempt: Attempt) -> Any:
                 return self._run(value, run_manager, config, kwargs, attempt)
 
-            try:
-                return self._failover.call(self._requested, fn).value
-            except BaseException as exc:
-                surface(exc)
+            return self._failover.call(self._requested, fn).value
 
         return self._call_with_config(call, input, config)
 
@@ -155,10 +147,7 @@ class RunnableFailover(RunnableSerializable[Any, Any]):
             async def fn(attempt: Attempt) -> Any:
                 return await self._arun(value, run_manager, config, kwargs, attempt)
 
-            try:
-                return (await self._failover.acall(self._requested, fn)).value
-            except BaseException as exc:
-                surface(exc)
+            return (await self._failover.acall(self._requested, fn)).value
 
         return await self._acall_with_config(call, input, config)
 
@@ -176,14 +165,11 @@ class RunnableFailover(RunnableSerializable[Any, Any]):
 
             stream = self._failover.stream(self._requested, fn, _SPEC, mid_stream=self.mid_stream)
             with stream:
-                try:
-                    for item in stream:
-                        if isinstance(item, StreamReset):
-                            notify(item)
-                            continue
-                        yield item
-                except Exception as exc:
-                    surface(exc)
+                for item in stream:
+                    if isinstance(item, StreamReset):
+                        notify(item)
+                        continue
+                    yield item
 
         yield from self._transform_stream_with_config(iter([input]), transform, config)
 
@@ -203,14 +189,11 @@ class RunnableFailover(RunnableSerializable[Any, Any]):
 
             stream = self._failover.astream(self._requested, fn, _SPEC, mid_stream=self.mid_stream)
             async with stream:
-                try:
-                    async for item in stream:
-                        if isinstance(item, StreamReset):
-                            await notify(item)
-                            continue
-                        yield item
-                except Exception as exc:
-                    surface(exc)
+                async for item in stream:
+                    if isinstance(item, StreamReset):
+                        await notify(item)
+                        continue
+                    yield item
 
         async def one() -> AsyncIterator[Any]:
             yield input

@@ -1,0 +1,171 @@
+"""One route's chat model, resolved once, as an attempt on that route calls it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.messages.tool import tool_call_chunk
+from langchain_core.outputs import ChatGenerationChunk, ChatResult
+
+from swerve import Attempt, Route, Telemetry
+from swerve._wire_rules import CACHE_CONTROL, prepare_for_route
+
+from ._chunks import achecked, check_result, checked, strict_finish
+from ._common import resolve_chat_model
+from ._history import MessageRules, Target, target_of
+
+__all__ = ["RouteModel"]
+
+
+@dataclass
+class RouteModel:
+    """One route's model, resolved once: the chat model, its bound kwargs, what it is."""
+
+    route: Route
+    model: BaseChatModel
+    kwargs: dict[str, Any]
+    target: Target
+    strict: bool
+    sources: tuple[_Source, _ASource]
+    """Where an attempt's chunks come from: the model's stream, or its whole answer."""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def resolve(cls, route: Route, value: object) -> RouteModel:
+        model, kwargs = resolve_chat_model(value, str(route))
+        streams = type(model)._stream is not BaseChatModel._stream and (
+            model.disable_streaming is not True
+        )
+        return cls(
+            route,
+            model,
+            kwargs,
+            target_of(model),
+            strict_finish(getattr(model, "_llm_type", "")),
+            (_streamed, _astreamed) if streams else (_whole, _awhole),
+            _own_retries_off(model),
+        )
+
+    # -- what an attempt sends ------------------------------------------------------------------
+    def messages_for(
+        self, attempt: Attempt, messages: list[BaseMessage], telemetry: Telemetry
+    ) -> list[BaseMessage]:
+        """The history as this route should get it (the core's wire rules, on messages)."""
+        return prepare_for_route(
+            messages,
+            MessageRules(self.target),
+            route=str(self.route),
+            moved=attempt.route != attempt.requested,
+            telemetry=telemetry,
+        )
+
+    def _call(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        call = {**self.kwargs, **kwargs, **self.extra}
+        call.pop("stream", None)
+        if not self.target.claude:
+            call.pop(CACHE_CONTROL, None)  # Anthropic's top-level caching kwarg
+        return call
+
+    # -- the attempt ----------------------------------------------------------------------------
+    def generate(
+        self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]
+    ) -> ChatResult:
+        result = self.model._generate(messages, stop=stop, **self._call(kwargs))
+        return check_result(result, str(self.route), self.strict)
+
+    async def agenerate(
+        self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]
+    ) -> ChatResult:
+        result = await self.model._agenerate(messages, stop=stop, **self._call(kwargs))
+        return check_result(result, str(self.route), self.strict)
+
+    def stream(
+        self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]
+    ) -> Iterator[ChatGenerationChunk]:
+        chunks = self.sources[0](self.model, messages, stop, self._call(kwargs))
+        return checked(chunks, str(self.route), self.strict)
+
+    def astream(
+        self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        chunks = self.sources[1](self.model, messages, stop, self._call(kwargs))
+        return achecked(chunks, str(self.route), self.strict)
+
+
+_Source = Callable[
+    [BaseChatModel, list[BaseMessage], list[str] | None, dict[str, Any]],
+    Iterator[ChatGenerationChunk],
+]
+_ASource = Callable[
+    [BaseChatModel, list[BaseMessage], list[str] | None, dict[str, Any]],
+    AsyncIterator[ChatGenerationChunk],
+]
+
+
+def _streamed(
+    model: BaseChatModel, messages: list[BaseMessage], stop: list[str] | None, call: dict[str, Any]
+) -> Iterator[ChatGenerationChunk]:
+    return model._stream(messages, stop=stop, **call)
+
+
+def _astreamed(
+    model: BaseChatModel, messages: list[BaseMessage], stop: list[str] | None, call: dict[str, Any]
+) -> AsyncIterator[ChatGenerationChunk]:
+    return model._astream(messages, stop=stop, **call)
+
+
+def _whole(
+    model: BaseChatModel, messages: list[BaseMessage], stop: list[str] | None, call: dict[str, Any]
+) -> Iterator[ChatGenerationChunk]:
+    """A route that does not stream, called when the engine first reads it."""
+    yield from _as_chunks(model._generate(messages, stop=stop, **call))
+
+
+async def _awhole(
+    model: BaseChatModel, messages: list[BaseMessage], stop: list[str] | None, call: dict[str, Any]
+) -> AsyncIterator[ChatGenerationChunk]:
+    for chunk in _as_chunks(await model._agenerate(messages, stop=stop, **call)):
+        yield chunk
+
+
+def _as_chunks(result: ChatResult) -> list[ChatGenerationChunk]:
+    """A non-streaming route's result as one chunk per generation."""
+    out = []
+    for generation in result.generations:
+        message = generation.message
+        ai = message if isinstance(message, AIMessage) else None
+        chunk = AIMessageChunk(
+            content=message.content,
+            additional_kwargs=message.additional_kwargs,
+            response_metadata=message.response_metadata,
+            usage_metadata=ai.usage_metadata if ai else None,
+            id=message.id,
+            tool_call_chunks=[
+                tool_call_chunk(
+                    name=call["name"], args=json.dumps(call["args"]), id=call["id"], index=i
+                )
+                for i, call in enumerate(ai.tool_calls if ai else [])
+            ],
+        )
+        out.append(ChatGenerationChunk(message=chunk, generation_info=generation.generation_info))
+    return out
+
+
+def _own_retries_off(model: BaseChatModel) -> dict[str, Any]:
+    """Call kwargs that make a route model's ``max_retries=0`` mean what it says.
+
+    langchain-openrouter leaves the openrouter SDK's default retry policy (5xx retried with
+    backoff for up to an hour) in force when ``max_retries=0``; this turns it off per call.
+    """
+    if getattr(model, "_llm_type", "") != "openrouter-chat" or model.max_retries != 0:  # type: ignore[attr-defined]
+        return {}
+    try:
+        from openrouter.utils import RetryConfig
+    except ImportError:  # pragma: no cover - langchain-openrouter depends on it
+        return {}
+    return {"retries": RetryConfig("none", None, False)}  # type: ignore[arg-type]

@@ -1,0 +1,102 @@
+"""``swerve config check``: validate a config and print what it does on failure."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ._config import DEFAULT_ENV_VAR, ConfigError, FallbackConfig
+from ._failures import FailureKind, status_kind
+from ._policy import walk
+
+__all__ = ["check"]
+
+
+def check(file: Path | None, var: str | None) -> int:
+    try:
+        loaded = None
+        if file is not None:
+            from ._cli_file import read
+
+            try:
+                loaded = read(file)
+            except OSError as exc:
+                print(f"error: cannot read {file}: {exc.strerror}", file=sys.stderr)
+                return 2
+            config: FallbackConfig | None = loaded.config
+            where = str(file)
+        else:
+            var = var or DEFAULT_ENV_VAR
+            config = FallbackConfig.from_env(var)
+            where = f"${var}"
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if config is None:
+        print(f"{where} is not set: swerve passes every call straight through.")
+        return 0
+    print(f"{where}: valid")
+    if not config.enabled:
+        print("max_swaps is 0: swerve is off, calls pass straight through.")
+    print(
+        f"retries per route: {config.max_retries}, swaps per call: {config.max_swaps}, "
+        f"statuses: {_statuses(config)}"
+    )
+    print(
+        f"cooldown: {config.cooldown_s:g}s, doubling per failed probe up to "
+        f"{config.longest_cooldown_s:g}s; one probe per route when it ends"
+    )
+    print(f"a call takes at most {config.call_bound_s:g}s, waits included")
+    print("on failure (an HTTP status not in the list above always surfaces):")
+    for kind, what in _policy_table(config):
+        print(f"  {kind:<17} {what}")
+    if config.fallbacks:
+        print("chains:")
+    for route in config.fallbacks:
+        print(f"  {' -> '.join(_chain(config, route))}")
+    if loaded is not None and loaded.upstreams:
+        print(f"upstreams: {', '.join(loaded.upstreams)} (probe them with `swerve health`)")
+    if loaded is not None and loaded.health is not None:
+        spec = loaded.health
+        url = spec.url if spec.url is not None else f"${spec.url_env}"
+        print(f"shared health: {url}, prefix {spec.prefix or 'swerve'!r} (see `swerve routes`)")
+    return 0
+
+
+def _statuses(config: FallbackConfig) -> str:
+    if callable(config.fallback_on):  # only from Python: a JSON config holds a status list
+        return "decided by a fallback_on function"
+    return str(sorted(config.fallback_on))
+
+
+_ACTION_TEXT = {"retry": "retry, then swap", "swap": "swap at once", "surface": "surface"}
+
+
+def _policy_table(config: FallbackConfig) -> list[tuple[str, str]]:
+    """Each failure kind and what it does under ``config``, as `swerve config check` shows it."""
+    rows = []
+    for kind in FailureKind:
+        if kind is FailureKind.ABORTED:
+            continue
+        act = config.action(kind)
+        what = _ACTION_TEXT[act]
+        if kind is FailureKind.RATE_LIMITED and act == "retry":
+            what += f" (waits a Retry-After up to {config.retry_after_max_s:g}s; longer swaps)"
+        listed = [
+            str(status)
+            for status in ([] if callable(config.fallback_on) else sorted(config.fallback_on))
+            if status_kind(status) is kind and act == "surface" and kind not in config.on_failure
+        ]
+        if listed:
+            what += f"; HTTP {', '.join(listed)} swap at once (listed in fallback_on)"
+        mapping = config.fallbacks_by_failure.get(kind)
+        if mapping:
+            routes = ", ".join(f"{k} -> {v}" for k, v in mapping.items())
+            what += f"; from a mapped route it swaps: {routes}"
+        rows.append((kind.value, what))
+    return rows
+
+
+def _chain(config: FallbackConfig, requested: str) -> list[str]:
+    """The order a call for ``requested`` tries routes in when every attempt fails."""
+    return list(walk(config, requested, requested, max_swaps=config.max_swaps))

@@ -1,0 +1,304 @@
+"""``swerve demo``: a scripted outage against the built-in fake provider, printed live."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry.sdk.trace import SpanProcessor
+
+from ._config import FallbackConfig
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from rich.console import Console
+
+__all__ = ["demo"]
+
+
+PRIMARY = "openrouter/anthropic/claude-sonnet-5"
+FALLBACK = "anthropic/claude-sonnet-5"
+
+
+def demo(*, fast: bool, metrics_port: int | None = None, hold: float = 0.0) -> int:
+    try:
+        from rich.console import Console
+    except ImportError:
+        print("swerve demo needs rich: pip install 'swerve[cli]'", file=sys.stderr)
+        return 2
+    console = Console(highlight=False)
+    try:
+        with _metrics_server(console, metrics_port) as meter_provider:
+            _run_demo(console, fast=fast, meter_provider=meter_provider, hold=hold)
+    except _MissingExporter:
+        print(
+            "swerve demo --metrics-port needs opentelemetry-exporter-prometheus: "
+            "pip install 'swerve[cli]'",
+            file=sys.stderr,
+        )
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+class _MissingExporter(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def _metrics_server(console: Console, port: int | None) -> Iterator[MeterProvider | None]:
+    """A meter provider whose metrics Prometheus can scrape on 127.0.0.1:``port`` (or None)."""
+    if port is None:
+        yield None
+        return
+    try:
+        from opentelemetry.exporter.prometheus import PrometheusMetricReader
+        from prometheus_client import CollectorRegistry, start_http_server
+    except ImportError:
+        raise _MissingExporter from None
+    from opentelemetry.sdk.metrics import MeterProvider
+
+    registry = CollectorRegistry()
+    meter_provider = MeterProvider(metric_readers=[PrometheusMetricReader(registry=registry)])
+    server, thread = start_http_server(port, addr="127.0.0.1", registry=registry)
+    console.print(f"metrics at http://127.0.0.1:{server.server_port}/metrics")
+    try:
+        yield meter_provider
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+        meter_provider.shutdown()
+
+
+def _run_demo(
+    console: Console, *, fast: bool, meter_provider: MeterProvider | None = None, hold: float = 0.0
+) -> None:
+    import httpx
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from ._clock import SystemClock
+    from ._failover import Failover
+    from ._failures import InStreamError
+    from ._health import MemoryHealth
+    from ._results import Attempt, StreamSpec
+    from ._telemetry import Telemetry
+    from .testing import FakeProvider, Fault, Reply
+
+    scale = 0.1 if fast else 1.0
+    exporter = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+    live = _Timeline(console)
+    tracer_provider.add_span_processor(live)
+    if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+        tracer_provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+        console.print(
+            f"[dim]also exporting spans to {os.environ['OTEL_EXPORTER_OTLP_ENDPOINT']}[/]"
+        )
+
+    config = FallbackConfig(
+        fallbacks={PRIMARY: FALLBACK, FALLBACK: PRIMARY},
+        max_retries=2,
+        max_swaps=1,
+        cooldown_s=3 * scale,
+        backoff_initial_s=0.4 * scale,
+        jitter=False,
+    )
+
+    class FlushingClock(SystemClock):
+        def sleep(self, seconds: float) -> None:
+            live.flush()  # show the retry decision before waiting it out
+            time.sleep(seconds)
+
+    telemetry = Telemetry(tracer_provider, meter_provider)
+    failover = Failover(config, MemoryHealth(), telemetry=telemetry, clock=FlushingClock())
+
+    with FakeProvider() as fake, httpx.Client() as client:
+        fake.set_reply("openrouter", Reply(text="Hello from Claude via OpenRouter."))
+        fake.set_reply("anthropic", Reply(text="Hello from Claude, direct."))
+
+        def url(attempt: Attempt) -> str:
+            return f"{fake.url(attempt.route.provider)}/v1/chat/completions"
+
+        def complete(attempt: Attempt) -> str:
+            body = {"model": attempt.route.model, "messages": [{"role": "user", "content": "hi"}]}
+            response = client.post(url(attempt), json=body, timeout=attempt.timeout or 30)
+            response.raise_for_status()
+            return str(response.json()["choices"][0]["message"]["content"])
+
+        def chunks(attempt: Attempt) -> Iterator[dict[str, Any]]:
+            body = {
+                "model": attempt.route.model,
+                "messages": [{"role": "user", "content": "hi"}],
+                "stream": True,
+            }
+            with client.stream("POST", url(attempt), json=body) as response:
+                response.raise_for_status()
+                for line in response.iter_lines():
+                    if not line.startswith("data:"):
+                        continue
+                    data = line[5:].strip()
+                    if data == "[DONE]":
+                        yield {"done": True}
+                        continue
+                    chunk = json.loads(data)
+                    if "error" in chunk:
+                        raise InStreamError(chunk, route=str(attempt.route))
+                    yield chunk
+
+        spec: StreamSpec[dict[str, Any]] = StreamSpec(
+            part=lambda c: "text" if _delta(c) else None, is_finish=lambda c: "done" in c
+        )
+
+        console.rule("[bold]swerve demo[/]: a scripted outage on a fake provider (no network)")
+        console.print(f"chain: {PRIMARY} <-> {FALLBACK}; {config.max_retries} retries per route")
+
+        console.rule("1. the primary returns 503s")
+        fake.set_fault("openrouter", Fault.status(503))
+        result = failover.call(PRIMARY, complete)
+        live.flush()
+        console.print(f"[green]answer[/] from [bold]{result.route}[/]: {result.value!r}")
+
+        console.rule("2. the next call starts on the healthy route")
+        result = failover.call(PRIMARY, complete)
+        live.flush()
+        console.print(
+            f"[green]answer[/] from [bold]{result.route}[/] after {len(result.attempts)} attempt, "
+            f"{fake.requests('openrouter')} requests to the primary so far"
+        )
+
+        console.rule("3. cooldown over: one probe; the primary streams an error inside a 200")
+        _wait_out_cooldown(failover, PRIMARY)
+        fake.set_fault("openrouter", Fault.error_before_content("openrouter", 503))
+        fake.set_fault("anthropic", Fault.ok())
+        stream = failover.stream(PRIMARY, chunks, spec)
+        text = "".join(_delta(c) for c in stream if isinstance(c, dict))
+        live.flush()
+        console.print(f"[green]streamed[/] from [bold]{stream.route}[/]: {text!r}")
+
+        console.rule("4. recovery: the next probe succeeds and traffic returns")
+        _wait_out_cooldown(failover, PRIMARY)
+        fake.set_fault("openrouter", Fault.ok())
+        result = failover.call(PRIMARY, complete)
+        live.flush()
+        console.print(f"[green]answer[/] from [bold]{result.route}[/]: {result.value!r}")
+
+    tracer_provider.shutdown()  # flushes an OTLP exporter, if any
+    console.rule("trace")
+    _print_trace(console, exporter.get_finished_spans())
+    if meter_provider is not None and hold > 0:
+        # Inside the demo's scope: the route gauges report the health store while it lives.
+        console.print(f"serving metrics for {hold:g}s more (Ctrl-C stops)")
+        time.sleep(hold)
+
+
+def _wait_out_cooldown(failover: Any, route: str) -> None:
+    """Sleep until ``route``'s cooldown (which grows after a failed probe) is over."""
+    for health in failover.health.snapshot(time.time()):
+        if health.route == route and health.degraded_until is not None:
+            time.sleep(max(health.degraded_until - time.time(), 0.0) + 0.01)
+
+
+def _delta(chunk: dict[str, Any]) -> str:
+    choices = chunk.get("choices") or [{}]
+    return str((choices[0].get("delta") or {}).get("content") or "")
+
+
+class _Timeline(SpanProcessor):
+    """A span processor that prints attempts and decisions as they happen."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.call: Any = None
+        self.printed = 0
+        self.t0 = time.monotonic()
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        if span.name.startswith("swerve "):
+            self.call, self.printed = span, 0
+            self.t0 = time.monotonic()
+        else:
+            self.flush()  # decisions taken before this attempt began
+
+    def on_end(self, span: Any) -> None:
+        attrs = span.attributes or {}
+        if "swerve.attempt.number" in attrs:
+            outcome = attrs.get("swerve.attempt.outcome", "?")
+            colour = "green" if outcome == "success" else "red"
+            detail = attrs.get("error.type", "")
+            self._line(
+                f"attempt {attrs['swerve.attempt.number']} on {attrs['swerve.route']}: "
+                f"[{colour}]{outcome}[/] {detail}"
+            )
+        self.flush()
+
+    def flush(self) -> None:
+        if self.call is None:
+            return
+        events = list(self.call.events)
+        for event in events[self.printed :]:
+            self._line(_describe_event(event.name, dict(event.attributes or {})))
+        self.printed = len(events)
+
+    def _line(self, text: str) -> None:
+        self.console.print(f"[dim]{time.monotonic() - self.t0:6.2f}s[/]  {text}")
+
+
+def _describe_event(name: str, a: dict[str, Any]) -> str:
+    short = name.removeprefix("swerve.")
+    if short == "retry":
+        delay = a["swerve.retry.delay_s"]
+        return f"[yellow]retry[/] {a['swerve.route']} in {delay:.2f}s ({a['error.type']})"
+    if short == "swap":
+        move = f"{a['swerve.route.from']} -> {a['swerve.route.to']}"
+        return f"[magenta]swap[/] {move} ({a['swerve.reason']})"
+    if short == "cooldown":
+        return f"[blue]cooldown[/] {a['swerve.route']} for {a['swerve.cooldown.seconds']:.1f}s"
+    if short == "route_skipped":
+        return f"[blue]skip[/] {a['swerve.route']} (degraded)"
+    if short == "swap_declined":
+        return f"[red]surface[/] error on {a['swerve.route']} ({a['swerve.reason']})"
+    rest = ", ".join(f"{k.removeprefix('swerve.')}={v}" for k, v in a.items())
+    return f"{short} {rest}"
+
+
+def _print_trace(console: Console, spans: Sequence[Any]) -> None:
+    from rich.tree import Tree
+
+    children: dict[int | None, list[Any]] = {}
+    for span in spans:
+        parent = span.parent.span_id if span.parent else None
+        children.setdefault(parent, []).append(span)
+
+    def add(tree: Tree, span: Any) -> None:
+        ms = (span.end_time - span.start_time) / 1e6
+        status = "" if span.status.is_ok else " [red]ERROR[/]"
+        route = (span.attributes or {}).get("swerve.route")
+        where = f" on {route}" if route else ""
+        node = tree.add(f"[bold]{span.name}[/]{where} {ms:.0f} ms{status}")
+        # Attempts and decisions in the order they happened.
+        items = [(e.timestamp, 1, e) for e in span.events]
+        items += [(c.end_time, 0, c) for c in children.get(span.context.span_id, [])]
+        for _, is_event, item in sorted(items, key=lambda i: (i[0], i[1])):
+            if is_event:
+                attrs = dict(item.attributes or {})
+                node.add(f"[dim]{_describe_event(item.name, attrs)}[/]")
+            else:
+                add(node, item)
+
+    root = Tree("spans")
+    for span in sorted(children.get(None, []), key=lambda s: s.start_time):
+        add(root, span)
+    console.print(root)

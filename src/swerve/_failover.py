@@ -1,0 +1,247 @@
+"""The engine's front: :class:`Failover` runs calls (sync, async, unary, streaming) on routes.
+
+Each call gets the Failover's :class:`~swerve._call.Wiring` and the config in force, and its
+decisions are written once (:mod:`swerve._call`, :mod:`swerve._streams`); the sync and async
+methods here differ only in how they drive them. The policy decides, the health store
+remembers, telemetry reports, and the :class:`~swerve.Clock` tells the time.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import os
+import threading
+from collections.abc import AsyncIterable, Awaitable, Callable, Iterable
+from functools import partial
+from typing import TypeVar
+
+from ._call import Wiring, _Call
+from ._clock import SYSTEM_CLOCK, Clock
+from ._config import DEFAULT_ENV_VAR, EnvConfig, FallbackConfig
+from ._failures import Classifier, Classifiers
+from ._health import HealthStore, MemoryHealth
+from ._results import Attempt, Result, StreamReset, StreamSpec, passthrough
+from ._routes import Route
+from ._steps import run_async, run_sync
+from ._streams import AsyncFailoverStream, FailoverStream, MidStream
+from ._telemetry import Telemetry, default_telemetry
+
+__all__ = ["HEALTH_PREFIX_VAR", "HEALTH_URL_VAR", "Failover", "default_health"]
+
+T = TypeVar("T")
+C = TypeVar("C")
+# Parsed routes kept for reuse. Routes are few in practice; a caller that sends a new name per
+# call (a model id from user input) must not grow this without bound, so past it the cache
+# starts over (the hot routes are back in it after one call each).
+ROUTE_CACHE_SIZE = 1024
+
+# The process-wide store runs on the system clock, so it watches the monotonic clock for
+# wall-clock steps (a Failover with an injected clock should bring its own store).
+_DEFAULT_HEALTH = MemoryHealth(clock=SYSTEM_CLOCK)
+HEALTH_URL_VAR = "SWERVE_HEALTH_URL"
+HEALTH_PREFIX_VAR = "SWERVE_HEALTH_PREFIX"
+_SHARED: dict[str, HealthStore] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def default_health() -> HealthStore:
+    """The process-wide store: a :class:`RedisHealth` on ``$SWERVE_HEALTH_URL`` when it is set
+    (one per URL, shared by every Failover), else one in-memory store."""
+    url = os.environ.get(HEALTH_URL_VAR, "").strip()
+    if not url:
+        return _DEFAULT_HEALTH
+    with _SHARED_LOCK:
+        store = _SHARED.get(url)
+        if store is None:
+            from ._redis import RedisHealth
+
+            prefix = os.environ.get(HEALTH_PREFIX_VAR, "") or "swerve"
+            store = _SHARED[url] = RedisHealth.from_url(url, prefix=prefix)
+        return store
+
+
+class _Routes:
+    """Routes parsed once and kept (routes are few, calls are many)."""
+
+    __slots__ = ("_parsed",)
+
+    def __init__(self) -> None:
+        self._parsed: dict[str, Route] = {}
+
+    def parse(self, value: str) -> Route:
+        route = self._parsed.get(value)
+        if route is None:
+            route = Route.parse(value)
+            if len(self._parsed) >= ROUTE_CACHE_SIZE:
+                self._parsed = {}  # a fresh dict: a reader on another thread keeps the old one
+            self._parsed[value] = route
+        return route
+
+
+class Failover:
+    """Runs calls on routes with retries, swaps, cooldowns and breakers.
+
+    ``config``: a :class:`FallbackConfig`, or None to read ``$SWERVE_FALLBACK_CONFIG`` (re-read
+    whenever the variable changes; a change clears cooldowns). With no config, or
+    ``max_swaps=0``, calls pass straight through: one attempt, nothing added.
+    ``health``: where cooldowns and breakers live; by default one in-memory store per process,
+    shared by every Failover, so a route degraded by one wrapper is skipped by all.
+    ``clock``: the one source of time, waiting and backoff jitter (:class:`~swerve.Clock`);
+    tests pass :class:`swerve.testing.FakeClock`.
+    ``classifiers``: functions ``(exception) -> Failure | None`` tried in order before the
+    built-in :func:`~swerve._failures.classify`; the first Failure wins. One that raises counts
+    as None (logged once), so it never masks the upstream's error.
+    """
+
+    def __init__(
+        self,
+        config: FallbackConfig | None = None,
+        health: HealthStore | None = None,
+        *,
+        env_var: str = DEFAULT_ENV_VAR,
+        telemetry: Telemetry | None = None,
+        operation: str = "chat",
+        clock: Clock = SYSTEM_CLOCK,
+        classifiers: Iterable[Classifier] = (),
+    ) -> None:
+        self._fixed = config
+        self._env = None if config is not None else EnvConfig(env_var)
+        self._generation = 0
+        self._routes = _Routes()
+        self._pinned: tuple[FallbackConfig, FallbackConfig] | None = None
+        health = health if health is not None else default_health()
+        telemetry = telemetry if telemetry is not None else default_telemetry()
+        telemetry.watch(health)
+        self._classifiers = Classifiers(classifiers)
+        self._wiring = Wiring(
+            clock, health, telemetry, self._classifiers, operation, self._routes.parse
+        )
+
+    def with_classifiers(self, *classifiers: Classifier) -> Failover:
+        """This Failover with ``classifiers`` tried before its own rules: the same config (or
+        env var), health store, telemetry, clock and operation. An adapter uses it to teach a
+        Failover it was handed the errors its framework raises; rules already there are not
+        added twice."""
+        other = copy.copy(self)
+        other._classifiers = self._classifiers.after(classifiers)
+        other._wiring = dataclasses.replace(self._wiring, classify=other._classifiers)
+        return other
+
+    @property
+    def health(self) -> HealthStore:
+        return self._wiring.health
+
+    @property
+    def telemetry(self) -> Telemetry:
+        return self._wiring.telemetry
+
+    @property
+    def operation(self) -> str:
+        return self._wiring.operation
+
+    @property
+    def config(self) -> FallbackConfig | None:
+        """The config in force now (re-read from the environment when it came from there)."""
+        if self._env is None:
+            return self._fixed
+        config = self._env.current()
+        if self._env.generation != self._generation:
+            self._generation = self._env.generation
+            self.health.clear()  # a new config starts from a clean slate
+        return config
+
+    def route(self, value: str | Route) -> Route:
+        """Parse a route once and keep it (routes are few, calls are many)."""
+        return value if isinstance(value, Route) else self._routes.parse(value)
+
+    def _active(self, pin: bool) -> FallbackConfig | None:
+        config = self.config
+        if config is None or not config.enabled:
+            return None
+        if pin:  # the same config with an empty map: nowhere to walk or swap to
+            if self._pinned is None or self._pinned[0] is not config:
+                self._pinned = (config, config.model_copy(update={"fallbacks": {}}))
+            return self._pinned[1]
+        return config
+
+    def _open_call(self, requested: Route, pin: bool, stream: bool) -> _Call | None:
+        """A new call on ``requested`` under the config in force, or None when swerve is off."""
+        config = self._active(pin)
+        if config is None:
+            return None
+        return _Call(self._wiring, config, requested, stream=stream)
+
+    # -- unary --------------------------------------------------------------------------------
+    def call(
+        self, route: str | Route, fn: Callable[[Attempt], T], *, pin: bool = False
+    ) -> Result[T]:
+        """Run ``fn(attempt)`` on ``route``, retrying and swapping per the config.
+
+        ``pin=True`` keeps the call on ``route``: no swaps, no walk past a cooling route (for
+        an evaluation that must not change models); retries still apply.
+        """
+        requested = self.route(route)
+        if (run := self._open_call(requested, pin, False)) is None:
+            return passthrough(requested, fn(Attempt(requested, requested)))
+        return run_sync(run.unary(fn))
+
+    async def acall(
+        self, route: str | Route, fn: Callable[[Attempt], Awaitable[T]], *, pin: bool = False
+    ) -> Result[T]:
+        """Async :meth:`call`; time limits are enforced by cancelling the attempt."""
+        requested = self.route(route)
+        if (run := self._open_call(requested, pin, False)) is None:
+            return passthrough(requested, await fn(Attempt(requested, requested)))
+        return await run_async(run.unary(fn))
+
+    # -- streaming ----------------------------------------------------------------------------
+    def stream(
+        self,
+        route: str | Route,
+        fn: Callable[[Attempt], Iterable[C]],
+        spec: StreamSpec[C] | None = None,
+        *,
+        mid_stream: MidStream = "error",
+        pin: bool = False,
+    ) -> FailoverStream[C]:
+        """Stream ``fn(attempt)``'s chunks; failures before the first content chunk are invisible.
+
+        After content has reached the consumer, ``mid_stream="error"`` raises
+        :class:`MidStreamError`; ``"restart"`` retries or swaps and yields a
+        :class:`StreamReset` before the new route's chunks.
+        """
+        requested = self.route(route)
+        opener = partial(self._open_call, requested, pin, True)
+        return FailoverStream(opener, requested, fn, spec or StreamSpec(), mid_stream, True)
+
+    def astream(
+        self,
+        route: str | Route,
+        fn: Callable[[Attempt], AsyncIterable[C]],
+        spec: StreamSpec[C] | None = None,
+        *,
+        mid_stream: MidStream = "error",
+        pin: bool = False,
+    ) -> AsyncFailoverStream[C]:
+        """Async :meth:`stream`."""
+        requested = self.route(route)
+        opener = partial(self._open_call, requested, pin, True)
+        return AsyncFailoverStream(opener, requested, fn, spec or StreamSpec(), mid_stream, True)
+
+    def collect(
+        self,
+        route: str | Route,
+        fn: Callable[[Attempt], Iterable[C]],
+        spec: StreamSpec[C] | None = None,
+    ) -> Result[list[C]]:
+        """A non-streaming call built on a stream: the chunks of the attempt that completed.
+
+        Nothing from a failed attempt (text, reasoning, streamed tool calls) is returned; each
+        discard is reported.
+        """
+        requested = self.route(route)
+        opener = partial(self._open_call, requested, False, True)
+        stream = FailoverStream(opener, requested, fn, spec or StreamSpec(), "error", False)
+        chunks = [c for c in stream if not isinstance(c, StreamReset)]
+        return stream.result(chunks)

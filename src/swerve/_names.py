@@ -1,0 +1,195 @@
+"""Every span, event, metric and attribute name swerve emits.
+
+docs/telemetry.md documents each name here; a test holds the two together. Attribute names
+come from the OpenTelemetry semantic conventions where those have one.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as _gen_ai
+from opentelemetry.semconv.attributes import error_attributes as _error
+from opentelemetry.semconv.attributes import http_attributes as _http
+
+__all__ = [
+    "ATTEMPT_NUMBER",
+    "ATTEMPT_OUTCOME",
+    "ATTEMPT_PROBE",
+    "ATTEMPT_RETRY",
+    "BREAKER_FROM",
+    "BREAKER_STATE_VALUES",
+    "BREAKER_TO",
+    "CACHE_FIX_BLOCKS",
+    "CACHE_FIX_MOVED_TO",
+    "CALL_ATTEMPTS",
+    "CALL_RETRIES",
+    "CALL_SWAPS",
+    "COOLDOWN_SECONDS",
+    "COOLDOWN_UNTIL",
+    "DISCARDED_BY_PART",
+    "DISCARDED_OTHER",
+    "DISCARDED_REASONING",
+    "DISCARDED_TEXT",
+    "DISCARDED_TOOL_CALL",
+    "DOWNGRADE_REMOVED",
+    "DURATION_BUCKETS",
+    "ERROR_TYPE",
+    "EVENT_BREAKER",
+    "EVENT_CACHE_FIX",
+    "EVENT_COOLDOWN",
+    "EVENT_DOWNGRADE",
+    "EVENT_OPERATOR",
+    "EVENT_PARTIAL_DISCARDED",
+    "EVENT_PROBE",
+    "EVENT_RETRY",
+    "EVENT_ROUTE_SKIPPED",
+    "EVENT_STORE",
+    "EVENT_STREAM_RESET",
+    "EVENT_SWAP",
+    "EVENT_SWAP_DECLINED",
+    "FAILURE_IN_STREAM",
+    "FAILURE_KIND",
+    "FAILURE_MESSAGE",
+    "GEN_AI_OPERATION_NAME",
+    "GEN_AI_PROVIDER_NAME",
+    "GEN_AI_REQUEST_MODEL",
+    "GEN_AI_RESPONSE_MODEL",
+    "HTTP_RESPONSE_STATUS_CODE",
+    "INSTRUMENTATION_NAME",
+    "METRIC_ADDED_LATENCY",
+    "METRIC_ATTEMPTS",
+    "METRIC_ATTEMPT_DURATION",
+    "METRIC_BREAKER_STATE",
+    "METRIC_BREAKER_TRANSITIONS",
+    "METRIC_CACHE_FIXES",
+    "METRIC_CALL_DURATION",
+    "METRIC_COOLDOWNS",
+    "METRIC_DOWNGRADES",
+    "METRIC_PARTIAL_DISCARDS",
+    "METRIC_PROBES",
+    "METRIC_RETRIES",
+    "METRIC_ROUTE_DEGRADED",
+    "METRIC_ROUTE_SKIPS",
+    "METRIC_STORE_UP",
+    "METRIC_SWAPS",
+    "METRIC_SWAPS_DECLINED",
+    "METRIC_TIME_TO_FIRST_CHUNK",
+    "OPERATOR_ACTION",
+    "PROBE_OUTCOME",
+    "REASON",
+    "RETRY_DELAY",
+    "ROUTE",
+    "ROUTE_FROM",
+    "ROUTE_REQUESTED",
+    "ROUTE_SERVED",
+    "ROUTE_TO",
+    "SPAN_ATTEMPT",
+    "SPAN_CALL",
+    "SPAN_STORE",
+    "STORE",
+    "STORE_REASON",
+    "STORE_UP",
+    "STREAM",
+    "SWAP_INDEX",
+]
+
+INSTRUMENTATION_NAME: Final = "swerve"
+
+# --- attributes: semantic conventions where they have the name -------------------------------
+GEN_AI_OPERATION_NAME: Final = _gen_ai.GEN_AI_OPERATION_NAME
+GEN_AI_PROVIDER_NAME: Final = _gen_ai.GEN_AI_PROVIDER_NAME
+GEN_AI_REQUEST_MODEL: Final = _gen_ai.GEN_AI_REQUEST_MODEL
+GEN_AI_RESPONSE_MODEL: Final = _gen_ai.GEN_AI_RESPONSE_MODEL
+ERROR_TYPE: Final = _error.ERROR_TYPE
+HTTP_RESPONSE_STATUS_CODE: Final = _http.HTTP_RESPONSE_STATUS_CODE
+
+# --- attributes: swerve's own ----------------------------------------------------------------
+ROUTE: Final = "swerve.route"
+ROUTE_REQUESTED: Final = "swerve.route.requested"
+ROUTE_SERVED: Final = "swerve.route.served"
+ROUTE_FROM: Final = "swerve.route.from"
+ROUTE_TO: Final = "swerve.route.to"
+ATTEMPT_NUMBER: Final = "swerve.attempt.number"
+ATTEMPT_RETRY: Final = "swerve.attempt.retry"
+ATTEMPT_OUTCOME: Final = "swerve.attempt.outcome"
+SWAP_INDEX: Final = "swerve.swap.index"
+REASON: Final = "swerve.reason"
+FAILURE_KIND: Final = "swerve.failure.kind"
+FAILURE_IN_STREAM: Final = "swerve.failure.in_stream"
+FAILURE_MESSAGE: Final = "swerve.failure.message"
+RETRY_DELAY: Final = "swerve.retry.delay_s"
+COOLDOWN_SECONDS: Final = "swerve.cooldown.seconds"
+COOLDOWN_UNTIL: Final = "swerve.cooldown.until"
+PROBE_OUTCOME: Final = "swerve.probe.outcome"
+OPERATOR_ACTION: Final = "swerve.operator.action"
+STORE: Final = "swerve.store.name"
+STORE_UP: Final = "swerve.store.up"
+STORE_REASON: Final = "swerve.store.reason"
+ATTEMPT_PROBE: Final = "swerve.attempt.probe"
+BREAKER_FROM: Final = "swerve.breaker.from"
+BREAKER_TO: Final = "swerve.breaker.to"
+CALL_ATTEMPTS: Final = "swerve.attempts"
+CALL_RETRIES: Final = "swerve.retries"
+CALL_SWAPS: Final = "swerve.swaps"
+STREAM: Final = "swerve.stream"
+DISCARDED_TEXT: Final = "swerve.discarded.text"
+DISCARDED_REASONING: Final = "swerve.discarded.reasoning"
+DISCARDED_TOOL_CALL: Final = "swerve.discarded.tool_call"
+DISCARDED_OTHER: Final = "swerve.discarded.other"
+CACHE_FIX_BLOCKS: Final = "swerve.cache_fix.blocks"
+CACHE_FIX_MOVED_TO: Final = "swerve.cache_fix.moved_to"
+DOWNGRADE_REMOVED: Final = "swerve.downgrade.removed"
+
+DISCARDED_BY_PART: Final = {
+    "text": DISCARDED_TEXT,
+    "reasoning": DISCARDED_REASONING,
+    "tool_call": DISCARDED_TOOL_CALL,
+    "other": DISCARDED_OTHER,
+}
+
+# --- span names ------------------------------------------------------------------------------
+SPAN_CALL: Final = "swerve {operation} {route}"  # INTERNAL, one per logical call
+SPAN_ATTEMPT: Final = "{operation} {model}"  # CLIENT, one per attempt (GenAI convention)
+SPAN_STORE: Final = "swerve store"  # INTERNAL, when a shared store starts or stops sharing
+
+# --- events (on the call span) ---------------------------------------------------------------
+EVENT_RETRY: Final = "swerve.retry"
+EVENT_SWAP: Final = "swerve.swap"
+EVENT_SWAP_DECLINED: Final = "swerve.swap_declined"
+EVENT_COOLDOWN: Final = "swerve.cooldown"
+EVENT_ROUTE_SKIPPED: Final = "swerve.route_skipped"
+EVENT_BREAKER: Final = "swerve.breaker"
+EVENT_PROBE: Final = "swerve.probe"
+EVENT_OPERATOR: Final = "swerve.operator"
+EVENT_STORE: Final = "swerve.store"
+EVENT_PARTIAL_DISCARDED: Final = "swerve.partial_discarded"
+EVENT_STREAM_RESET: Final = "swerve.stream_reset"
+EVENT_CACHE_FIX: Final = "swerve.cache_fix"
+EVENT_DOWNGRADE: Final = "swerve.downgrade"
+
+# --- metrics ---------------------------------------------------------------------------------
+METRIC_ATTEMPTS: Final = "swerve.attempts"
+METRIC_RETRIES: Final = "swerve.retries"
+METRIC_SWAPS: Final = "swerve.swaps"
+METRIC_SWAPS_DECLINED: Final = "swerve.swaps_declined"
+METRIC_COOLDOWNS: Final = "swerve.cooldowns"
+METRIC_ROUTE_SKIPS: Final = "swerve.route_skips"
+METRIC_BREAKER_TRANSITIONS: Final = "swerve.breaker.transitions"
+METRIC_PROBES: Final = "swerve.probes"
+METRIC_PARTIAL_DISCARDS: Final = "swerve.partial_discards"
+METRIC_CACHE_FIXES: Final = "swerve.cache_fixes"
+METRIC_DOWNGRADES: Final = "swerve.downgrades"
+METRIC_ROUTE_DEGRADED: Final = "swerve.route.degraded"
+METRIC_BREAKER_STATE: Final = "swerve.breaker.state"
+METRIC_STORE_UP: Final = "swerve.store.up"
+METRIC_CALL_DURATION: Final = "swerve.call.duration"
+METRIC_ATTEMPT_DURATION: Final = "swerve.attempt.duration"
+METRIC_ADDED_LATENCY: Final = "swerve.call.added_latency"
+METRIC_TIME_TO_FIRST_CHUNK: Final = "swerve.stream.time_to_first_chunk"
+
+# Second-scale buckets: LLM calls take seconds, failover waits tens of seconds.
+DURATION_BUCKETS: Final = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0,
+)  # fmt: skip
+BREAKER_STATE_VALUES: Final = {"closed": 0, "half_open": 1, "open": 2}
