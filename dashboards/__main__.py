@@ -1,8 +1,10 @@
 """``python -m dashboards``: regenerate swerve.json and alerts.yml (or rules for your config).
 
-Without arguments, writes ``dashboards/swerve.json`` and ``dashboards/alerts.yml`` (chain rules
-for ``dashboards/fallbacks.json``, the demo's chain). ``--config FILE`` prints the rules for
-your own fallback config instead (the same JSON as ``$SWERVE_FALLBACK_CONFIG``).
+Without arguments, writes ``src/swerve/_dashboards/swerve.json`` (the dashboard the wheel ships)
+and ``dashboards/alerts.yml`` (chain rules for ``dashboards/fallbacks.json``, the demo's chain).
+``--config FILE`` prints the rules for your own fallback config instead (the same JSON as
+``$SWERVE_FALLBACK_CONFIG``); ``swerve dashboards export`` does the same from an installed
+swerve.
 """
 
 from __future__ import annotations
@@ -12,10 +14,12 @@ import sys
 from pathlib import Path
 
 from swerve import ConfigError, FallbackConfig
+from swerve import _dashboards as shipped
+from swerve._dashboards import rules
 
-from . import HERE, grafana, rules
+from . import HERE, grafana
 
-DASHBOARD = HERE / "swerve.json"
+DASHBOARD = Path(shipped.__file__).parent / shipped.DASHBOARD_FILE
 ALERTS = HERE / "alerts.yml"
 EXAMPLE_CONFIG = HERE / "fallbacks.json"
 

@@ -1,8 +1,9 @@
 """swerve's Grafana dashboard, built with grafana-foundation-sdk (the Grafana 11.x flavour).
 
-Every query reads the Prometheus names of swerve's metrics (:data:`dashboards.PROMETHEUS_NAMES`)
-through the ``$datasource`` variable and filters on the ``$route`` variable (all routes by
-default). ``python -m dashboards`` writes the result to ``dashboards/swerve.json``.
+Every query reads the Prometheus names of swerve's metrics
+(:data:`swerve._dashboards.PROMETHEUS_NAMES`) through the ``$datasource`` variable and filters on
+the ``$route`` variable (all routes by default). ``python -m dashboards`` writes the result to
+``src/swerve/_dashboards/swerve.json``, which the wheel ships.
 """
 
 from __future__ import annotations
@@ -19,9 +20,8 @@ from grafana_foundation_sdk.models import dashboard as model
 from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 
 from swerve import _telemetry as t
-
-from . import PROMETHEUS_NAMES, label
-from .rules import unavailable
+from swerve._dashboards import PROMETHEUS_NAMES, label
+from swerve._dashboards.rules import unavailable
 
 __all__ = ["UID", "build", "render"]
 

@@ -17,6 +17,9 @@ _PACKAGES = {
     "redis-cli": "redis-tools",
     "prometheus": "prometheus",
     "promtool": "prometheus",
+    "chromium": "chromium",
+    "prometheus-alertmanager": "prometheus-alertmanager",
+    "amtool": "prometheus-alertmanager",
 }
 
 

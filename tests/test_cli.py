@@ -94,6 +94,99 @@ def test_config_check_unset_env_means_passthrough(
     assert "passes every call straight through" in capsys.readouterr().out
 
 
+BAD_CONFIGS = [
+    ({"cooldown_s": -5}, "cooldown_s: -5 is below 0"),
+    ({"max_retries": "three"}, "max_retries: 'three' is not an integer"),
+    ({"retries": 3}, "retries: unknown key; did you mean 'max_retries'?"),
+    (
+        {"fallbacks": {"a/m": "b/m"}, "fallbackModelsByModel": {"a/m": "c/m"}},
+        "fallbacks and fallbackModelsByModel are the same field, given twice; keep one",
+    ),
+]
+
+
+@pytest.mark.parametrize(("data", "message"), BAD_CONFIGS)
+def test_config_check_names_the_value_from_a_file_and_from_the_env(
+    data: dict[str, object], message: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    path = tmp_path / "swerve.json"
+    path.write_text(json.dumps(data))
+    assert main(["config", "check", str(path)]) == 1
+    captured = capsys.readouterr()
+    assert (captured.out, captured.err) == ("", f"error: {path}: {message}\n")
+    monkeypatch.setenv("MY_CFG", json.dumps(data))
+    assert main(["config", "check", "--env", "MY_CFG"]) == 1
+    assert capsys.readouterr().err == f"error: $MY_CFG: {message}\n"
+
+
+def test_config_check_env_unset_or_empty_is_an_error_unless_allowed(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("MY_UNSET_CFG", raising=False)
+    hint = "(--allow-unset accepts it: calls then pass straight through)\n"
+    assert main(["config", "check", "--env", "MY_UNSET_CFG"]) == 2
+    captured = capsys.readouterr()
+    assert (captured.out, captured.err) == ("", f"error: $MY_UNSET_CFG is not set\n{hint}")
+    monkeypatch.setenv("MY_UNSET_CFG", "  ")
+    assert main(["config", "check", "--env", "MY_UNSET_CFG"]) == 2
+    assert capsys.readouterr().err == f"error: $MY_UNSET_CFG is not set (it is empty)\n{hint}"
+    assert main(["config", "check", "--env", "MY_UNSET_CFG", "--allow-unset"]) == 0
+    assert capsys.readouterr().out == (
+        "$MY_UNSET_CFG is not set: swerve passes every call straight through.\n"
+    )
+
+
+def test_config_check_a_misspelt_variable_is_not_valid_and_the_near_one_is_named(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SWERVE_FALLBACK_CONFIG", '{"max_swaps": 1}')
+    monkeypatch.delenv("SWERVE_FALBACK_CONFIG", raising=False)
+    assert main(["config", "check", "--env", "SWERVE_FALBACK_CONFIG"]) == 2
+    captured = capsys.readouterr()
+    assert "valid" not in captured.out
+    assert captured.err.startswith(
+        "error: $SWERVE_FALBACK_CONFIG is not set; did you mean $SWERVE_FALLBACK_CONFIG?\n"
+    )
+
+
+def test_config_check_in_a_subprocess_exits_non_zero_on_an_unset_variable() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "swerve.cli", "config", "check", "--env", "NO_SUCH_SWERVE_VAR"],
+        capture_output=True, text=True, timeout=60, env={"PATH": ""},
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: $NO_SUCH_SWERVE_VAR is not set\n")
+
+
+def test_config_check_says_a_cycle_is_valid_and_how_a_call_walks_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "swerve.json"
+    data = {"fallbacks": {"a/x": "b/y", "b/y": "a/x", "d/w": "e/v"}, "max_swaps": 3}
+    path.write_text(json.dumps(data))
+    assert main(["config", "check", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"{path}: valid\n")
+    assert out.split("chains:\n")[1] == (
+        "  a/x -> b/y -> a/x -> b/y   (a cycle: b/y falls back to a/x)\n"
+        "  b/y -> a/x -> b/y -> a/x   (a cycle: a/x falls back to b/y)\n"
+        "  d/w -> e/v\n"
+        "a cycle is valid: a call walks it as shown, one route per swap, until its 3 swaps\n"
+        "(max_swaps) are spent; passing over cooling routes, it goes round a cycle once only\n"
+    )
+    # A chain that ends in a loop further on is named as one too; a chain without one is not.
+    data = {"fallbacks": {"a/x": ["b/y", "c/z"], "c/z": "b/y"}, "max_swaps": 1}
+    path.write_text(json.dumps(data))
+    assert main(["config", "check", str(path)]) == 0
+    chains = capsys.readouterr().out.split("chains:\n")[1]
+    assert chains.splitlines()[:2] == [
+        "  a/x -> b/y   (a cycle: c/z falls back to b/y)",
+        "  c/z -> b/y",
+    ]
+    assert "until its 1 swap\n" in chains
+
+
 def test_demo_exports_spans_over_otlp_when_the_endpoint_is_set() -> None:
     """A loopback OTLP/HTTP receiver gets the demo's spans (protobuf POSTs to /v1/traces)."""
     import http.server
@@ -130,3 +223,27 @@ def test_demo_exports_spans_over_otlp_when_the_endpoint_is_set() -> None:
     assert proc.returncode == 0, proc.stderr
     assert received and all(path == "/v1/traces" for path, _ in received)
     assert sum(size for _, size in received) > 500
+
+
+@pytest.mark.parametrize(
+    ("upstreams", "message"),
+    [
+        (
+            {"a/x": {"base_url": "http://127.0.0.1:1/v1"},
+             "b/y": {"base_url": "http://127.0.0.1:2", "wire": "anthropic"}},
+            "route a/x (openai wire) falls back to b/y (anthropic wire): swerve does not translate",
+        ),
+        (
+            {"a/x": {"base_url": "http://127.0.0.1:1/v1"}},
+            "route a/x falls back to b/y, which has no Upstream",
+        ),
+    ],
+)  # fmt: skip
+def test_config_check_refuses_upstreams_the_transport_would_refuse(
+    upstreams: dict[str, object], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file `swerve health` and `config check` accept must build a FailoverTransport too."""
+    path = tmp_path / "swerve.json"
+    path.write_text(json.dumps({"fallbacks": {"a/x": "b/y"}, "upstreams": upstreams}))
+    assert main(["config", "check", str(path)]) == 1
+    assert f"{path}: upstreams: {message}" in capsys.readouterr().err

@@ -969,3 +969,57 @@ def test_dribble_sends_one_byte_per_interval(fake: FakeProvider) -> None:
     assert len(sizes) > 50
     with pytest.raises(ValueError, match="interval_s >= 0"):
         Fault.dribble(-1)
+
+
+# -- wrong types are refused at the call (issue 12) ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (
+            lambda f: f.script("p", Fault.status(503)),
+            "script(): faults must be a list of Fault, e.g. [Fault.status(503)], "
+            "got Fault(kind='status', code=503, ",
+        ),
+        (
+            lambda f: f.script("p", "status"),
+            "script(): faults must be a list of Fault, e.g. [Fault.status(503)], got str 'status'",
+        ),
+        (
+            lambda f: f.script("p", 503),
+            "script(): faults must be a list of Fault, e.g. [Fault.status(503)], got int 503",
+        ),
+        (
+            lambda f: f.script("p", [Fault.ok(), 503]),
+            "script(): faults[1] must be a Fault, e.g. Fault.status(503), got int 503",
+        ),
+        (
+            lambda f: f.set_fault("p", 503),
+            "set_fault(): fault must be a Fault, e.g. Fault.status(503), got int 503",
+        ),
+        (
+            lambda f: f.set_fault("p", [Fault.ok()]),
+            "set_fault(): fault must be a Fault, e.g. Fault.status(503), got list [Fault(",
+        ),
+        (
+            lambda f: f.set_reply("p", "hi"),
+            "set_reply(): reply must be a Reply, e.g. Reply(text='hi'), got str 'hi'",
+        ),
+        (
+            lambda f: f.set_fault(7, Fault.ok()),
+            "provider must be a str (its URL path segment), got 7",
+        ),
+    ],
+)
+def test_a_wrong_type_is_a_type_error_at_the_call(
+    fake: FakeProvider, http: httpx.Client, call: Any, message: str
+) -> None:
+    fake.set_fault("p", Fault.status(429))
+    fake.script("p", [Fault.status(502)])
+    with pytest.raises(TypeError) as info:
+        call(fake)
+    assert str(info.value).startswith(message), str(info.value)
+    # Nothing was stored: the server still answers, with what was set before the bad call.
+    url = f"{fake.url('p')}{OPENAI}"
+    assert [http.post(url, json=body()).status_code for _ in range(2)] == [502, 429]

@@ -240,6 +240,56 @@ def test_cross_wire_swap_is_refused_when_built(fake: FakeProvider) -> None:
     assert SECRETS[0] not in repr(upstreams(fake)[OR])
 
 
+def test_one_store_refuses_two_upstreams_under_one_route_name(
+    mode: Mode, fake: FakeProvider, health: MemoryHealth
+) -> None:
+    """Cooldowns are keyed by route name: two live transports on one store must not send one
+    name to two upstreams (another base URL, or another key), or each would cool the other."""
+    ups = upstreams(fake)
+    first = mode.transport(ups, config=CONFIG, health=health)
+    elsewhere = {**ups, OR: Upstream("http://127.0.0.1:9/v1", api_key=SECRETS[0])}
+    with pytest.raises(ValueError, match="another live transport") as info:
+        mode.transport(elsewhere, config=CONFIG, health=health)
+    message = str(info.value)
+    assert f"route {OR} is served by http://127.0.0.1:9/v1 here" in message
+    assert f"and by {ups[OR].base_url} in another live transport" in message
+    assert "health=MemoryHealth()" in message
+    other_key = {**ups, BK: Upstream(ups[BK].base_url, api_key="sk-another-key-0123456789")}
+    with pytest.raises(ValueError, match=f"route {BK} is served by .* with another API key") as key:
+        mode.transport(other_key, config=CONFIG, health=health)
+    for text in (message, str(key.value)):  # a key is compared by a hash, never shown
+        assert not any(s in text for s in (*SECRETS, "sk-another-key-0123456789"))
+    # The same upstreams again, or other ones on another store, are fine.
+    again = mode.transport(ups, config=CONFIG, health=health)
+    mode.transport(elsewhere, config=CONFIG, health=MemoryHealth())
+    # A closed transport serves nothing any more (close(), or aclose() for the async one).
+    for transport in (first, again):
+        with pytest.raises(ValueError, match="another live transport"):
+            mode.transport(elsewhere, config=CONFIG, health=health)
+        mode.run(transport.close() if mode.sync else transport.aclose())
+    mode.transport(elsewhere, config=CONFIG, health=health)
+
+
+def test_a_transport_nobody_holds_serves_nothing(mode: Mode, fake: FakeProvider) -> None:
+    """Tests that build a transport per test, each on a new port, on one store: one that was
+    dropped (unclosed, even in a reference cycle) does not refuse the next."""
+    health = MemoryHealth()
+    for port in (9, 10, 11):
+        transport = mode.transport({OR: Upstream(f"http://127.0.0.1:{port}/v1")}, health=health)
+        transport.cycle = transport  # only the garbage collector frees it
+        del transport
+    held = mode.transport({OR: Upstream(fake.url("openrouter"))}, health=health)
+    with pytest.raises(ValueError, match="another live transport"):  # one still held refuses
+        mode.transport({OR: Upstream("http://127.0.0.1:12/v1")}, health=health)
+    assert held.failover.health is health
+
+
+def test_a_refused_transport_claims_nothing(fake: FakeProvider, health: MemoryHealth) -> None:
+    with pytest.raises(ValueError, match="falls back to"):
+        FailoverTransport(upstreams(fake), FallbackConfig(fallbacks={OR: AN}), health=health)
+    FailoverTransport({**upstreams(fake), OR: Upstream("http://127.0.0.1:9/v1")}, health=health)
+
+
 # --- bad input ------------------------------------------------------------------------------------
 def test_bad_input_gets_clear_errors(
     client: Client, fake: FakeProvider, make_failover: Any
@@ -264,9 +314,11 @@ def test_bad_input_gets_clear_errors(
             200, headers={"content-type": "text/event-stream"}, content=b"data: " + b"x" * 10_000
         )
 
+    # Another upstream under the same route name: on a store of its own (one store refuses it).
     ups = {OR: Upstream("http://upstream.invalid/v1", transport=httpx.MockTransport(endless_event))}
+    alone = make_failover(FallbackConfig(max_retries=0), health=MemoryHealth())
     with (
-        client.mode.client(ups, failover=fo, max_body_bytes=4096) as c,
+        client.mode.client(ups, failover=alone, max_body_bytes=4096) as c,
         pytest.raises(ResponseTooLarge, match="an SSE"),
     ):
         openai_stream_text(c)

@@ -128,6 +128,15 @@ def emitted() -> Iterator[dict[str, Any]]:
                 raise httpx.RemoteProtocolError("peer closed connection")
 
         fo.collect(F, parts, StreamSpec(part=lambda c: c["k"]))  # type: ignore[arg-type,return-value]
+
+        # Usage an adapter reported, on a failed attempt (failover's cost) and a served one.
+        def used(attempt: Any) -> str:
+            attempt.report_usage(input_tokens=12, output_tokens=3, finish_reasons=["length"])
+            if attempt.retry == 0:
+                raise httpx.RemoteProtocolError("peer closed connection")
+            return "ok"
+
+        fo.call(F, used)
         # A cooldown that ends into a still-dead route: its one probe fails.
         fo = Failover(
             config.model_copy(update={"breaker": BreakerConfig(enabled=False)}), MemoryHealth(),
@@ -206,3 +215,10 @@ def test_doc_states_the_cardinality_limits_the_code_applies() -> None:
     assert f"first {bounds.ROUTE_LIMIT:,} distinct routes" in text
     assert f"first {bounds.ERROR_TYPE_LIMIT:,} distinct values" in text
     assert f"`{bounds.OVERFLOW}`" in text
+
+
+def test_doc_names_every_value_of_where_a_cooldown_was_learned() -> None:
+    (row,) = [r for r in _table("Attributes") if f"`{names.COOLDOWN_LEARNED}`" in r[0]]
+    assert "`this_failover`" in row[2] and "`elsewhere`" in row[2]
+    (event,) = [r for r in _table("Events") if f"`{names.EVENT_ROUTE_SKIPPED}`" in r[0]]
+    assert f"`{names.COOLDOWN_LEARNED}`" in event[1]

@@ -19,6 +19,7 @@ from ._results import (
     MidStreamError,
     PartKind,
     Result,
+    SkippedRoute,
     StreamReset,
     StreamSpec,
 )
@@ -47,6 +48,7 @@ __all__ = [
     "RedisHealth",
     "Result",
     "Route",
+    "SkippedRoute",
     "StreamReset",
     "StreamSpec",
     "Telemetry",

@@ -12,9 +12,8 @@ import asyncio
 from collections import Counter
 from collections.abc import Callable, Container
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar, cast
+from typing import Any, Literal, Protocol, TypeVar, cast
 
-from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
@@ -23,13 +22,12 @@ from . import _policy as policy
 from ._clock import Clock
 from ._config import FallbackConfig
 from ._failures import AttemptTimeout, CircuitOpenError, Failure, FailureKind
-from ._health import Admission, Admitted, CooldownRule, HealthStore, Outcome
+from ._health import Admission, Admitted, BreakerTransition, CooldownRule, HealthStore, Outcome
 from ._policy import GiveUp, GiveUpReason, Retry, Swap
-from ._results import Attempt, AttemptRecord, MidStreamError, Result
+from ._results import Attempt, AttemptRecord, CooldownLearned, MidStreamError, Result, SkippedRoute
 from ._routes import Route
 from ._steps import Admit, Claim, Invoke, Sleep, Steps
 from ._telemetry import (
-    ATTEMPT_OUTCOME,
     ATTEMPT_PROBE,
     CALL_ATTEMPTS,
     CALL_RETRIES,
@@ -38,11 +36,12 @@ from ._telemetry import (
     GEN_AI_RESPONSE_MODEL,
     ROUTE_SERVED,
     STREAM,
+    Attached,
     Telemetry,
 )
 from ._timing import CallTime
 
-__all__ = ["ABORTS", "PROBE_LEASE_S", "Wiring"]
+__all__ = ["ABORTS", "PROBE_LEASE_S", "OwnCooldowns", "Wiring"]
 
 T = TypeVar("T")
 ABORTS = (GeneratorExit, KeyboardInterrupt, asyncio.CancelledError, SystemExit)
@@ -50,6 +49,15 @@ ABORTS = (GeneratorExit, KeyboardInterrupt, asyncio.CancelledError, SystemExit)
 # How long a recovery probe holds its route when attempts have no time limit of their own:
 # a probe that never answers must not keep every other call off the route for long.
 PROBE_LEASE_S = 60.0
+
+
+class OwnCooldowns(Protocol):
+    """The cooldowns and open breakers a Failover set itself (``swerve._failover``): a route a
+    call walks past was degraded by this Failover, or elsewhere in a shared store."""
+
+    def remember(self, route: str, until: float) -> None: ...
+    def forget(self, route: str) -> None: ...
+    def learned(self, route: str, now: float) -> CooldownLearned: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +71,7 @@ class Wiring:
     operation: str
     route: Callable[[str], Route]
     """Parses a route name (cached: routes are few, calls are many)."""
+    own: OwnCooldowns
 
 
 class _Call:
@@ -83,6 +92,9 @@ class _Call:
             self.span.set_attribute(STREAM, True)
         self.context = trace.set_span_in_context(self.span)
         self.records: list[AttemptRecord] = []
+        self.skipped: list[SkippedRoute] = []
+        # Whether attempt.timeout is a limit the config set, or only the derived call bound.
+        self.limited = config.attempt_timeout_s is not None or config.deadline_s is not None
         self.retries = 0
         self.swaps = 0
         self.probing: str | None = None  # the route whose recovery probe this call holds
@@ -92,7 +104,7 @@ class _Call:
         # Per-attempt state, reset by begin().
         self.attempt = Attempt(self.current, requested)
         self.attempt_span: Span = trace.INVALID_SPAN
-        self.attached = _Attached(self.context)  # the attempt span, current while fn runs
+        self.attached = Attached(self.context)  # the attempt span, current while fn runs
         self.probe = False
         self.period = 0  # the half-open period that admitted the attempt, when it is a probe
 
@@ -105,15 +117,32 @@ class _Call:
         for route, what in self.health.take_notices():
             self.telemetry.operator(self.span, route, what)
         for route in skipped:
-            self.telemetry.route_skipped(self.span, route)
+            self._skip(route)
         self.current = self.wiring.route(start)
+
+    def _skip(self, route: str) -> None:
+        learned = self.wiring.own.learned(route, self.clock.time())
+        self.skipped.append(SkippedRoute(self.wiring.route(route), learned))
+        self.telemetry.route_skipped(self.span, route, learned)
+
+    def _breaker(self, transition: BreakerTransition) -> None:
+        if transition.open_until is not None:  # it opened: calls walk past it till then
+            self.wiring.own.remember(transition.route, transition.open_until)
+        self.telemetry.breaker(self.span, transition)
 
     # -- attempts -----------------------------------------------------------------------------
     def begin(self) -> Attempt:
         number = len(self.records) + 1
         timeout, read = self.time.begin_attempt()
         self.attempt = Attempt(
-            self.current, self.requested, number, self.retries, self.swaps, timeout, read
+            self.current,
+            self.requested,
+            number,
+            self.retries,
+            self.swaps,
+            timeout,
+            read,
+            limited=self.limited,
         )
         route = self.current
         self.attempt_span = self.telemetry.start_attempt(
@@ -128,7 +157,7 @@ class _Call:
         )
         if self.probing == str(route):
             self.attempt_span.set_attribute(ATTEMPT_PROBE, True)
-        self.attached = _Attached(trace.set_span_in_context(self.attempt_span, self.context))
+        self.attached = Attached(trace.set_span_in_context(self.attempt_span, self.context))
         return self.attempt
 
     def admit(self) -> Steps[None]:
@@ -140,7 +169,7 @@ class _Call:
         )
         admission, transition, period = cast(Admitted, answer)
         if transition is not None:
-            self.telemetry.breaker(self.span, transition)
+            self._breaker(transition)
         self.probe = admission is Admission.PROBE
         self.period = period
         if admission is Admission.REJECTED:
@@ -162,15 +191,14 @@ class _Call:
                 duration,
             )
         )
-        if failure is not None:
-            self.telemetry.fail_span(self.attempt_span, failure, outcome)
-        else:
-            self.attempt_span.set_attributes(
-                {ATTEMPT_OUTCOME: outcome, GEN_AI_RESPONSE_MODEL: self.current.model}
-            )
-        self.attempt_span.end()
-        self.telemetry.attempt_ended(
-            route, outcome, failure.error_type if failure is not None else None, duration
+        self.telemetry.end_attempt(
+            self.attempt_span,
+            route,
+            self.current.model,
+            outcome,
+            failure,
+            duration,
+            self.attempt.usage,
         )
         return duration
 
@@ -185,7 +213,7 @@ class _Call:
         )
         self.probe = False
         if transition is not None:
-            self.telemetry.breaker(self.span, transition)
+            self._breaker(transition)
 
     def committed(self) -> None:
         """The attempt's first content chunk arrived."""
@@ -198,6 +226,7 @@ class _Call:
         # A success on a recovering route is its probe's verdict: the route is healthy again
         # (any call may deliver it: a pinned one, or one with nowhere else to go).
         if self.health.recovered(str(route), self.clock.time()):
+            self.wiring.own.forget(str(route))
             self.telemetry.probe(self.span, str(route), "success")
         if self.probing == str(route):
             self.probing = None
@@ -239,6 +268,8 @@ class _Call:
         longest = config.longest_cooldown_s
         rule = CooldownRule(config.cooldown_s, longest, min(failure.retry_after or 0.0, longest))
         cooldown = self.health.cool_down(route, self.clock.time(), rule, failure.kind.value)
+        # Calls walk past the route while it cools and while it recovers after.
+        self.wiring.own.remember(route, cooldown.until + longest)
         self.telemetry.cooldown(self.span, route, cooldown.seconds, cooldown.until)
         if self.probing == route:
             self.telemetry.probe(self.span, route, "failure")
@@ -298,7 +329,7 @@ class _Call:
             self._release_probe()  # says nothing about the route: the next call may probe
         if isinstance(decision, Swap):
             for skipped in decision.skipped:
-                self.telemetry.route_skipped(self.span, skipped)
+                self._skip(skipped)
             self.swaps += 1
             self.retries = 0
             self.telemetry.swap(self.span, source, decision.route, failure.kind.value, self.swaps)
@@ -366,7 +397,7 @@ class _Call:
         if len(self.records) > 1:  # a first-try success adds nothing; keep it off the hot path
             added = max(duration - self.records[-1].duration_s, 0.0)
         self.telemetry.call_ended(str(self.requested), duration, served=str(served), added=added)
-        return Result(value, served, self.requested, tuple(self.records))
+        return self.result(value)
 
     def finish_error(self, exc: BaseException) -> None:
         self._release_probe()  # the call ended on an error of its own, not the route's
@@ -384,7 +415,8 @@ class _Call:
         _annotate(exc, self.requested, self.records)
 
     def result(self, value: T) -> Result[T]:
-        return Result(value, self.served or self.current, self.requested, tuple(self.records))
+        served = self.served or self.current
+        return Result(value, served, self.requested, tuple(self.records), tuple(self.skipped))
 
 
 def _target(choice: object) -> str | None:
@@ -415,18 +447,3 @@ def _annotate(exc: BaseException, requested: Route, records: list[AttemptRecord]
         return
     tried = ", ".join(f"{r.route}#{r.number}" for r in records)
     exc.add_note(f"swerve: requested {requested}; attempts: {tried}")
-
-
-class _Attached:
-    """Make the attempt span current while the adapter's code runs, so HTTP spans nest under it."""
-
-    __slots__ = ("_ctx", "_token")
-
-    def __init__(self, ctx: otel_context.Context) -> None:
-        self._ctx = ctx
-
-    def __enter__(self) -> None:
-        self._token = otel_context.attach(self._ctx)
-
-    def __exit__(self, *_: object) -> None:
-        otel_context.detach(self._token)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+import os
 import sys
 from pathlib import Path
 
@@ -12,7 +14,13 @@ from ._policy import walk
 __all__ = ["check"]
 
 
-def check(file: Path | None, var: str | None) -> int:
+def check(file: Path | None, var: str | None, *, allow_unset: bool = False) -> int:
+    # A variable named on purpose must hold a config: unset, it is usually a misspelt name,
+    # and "valid" would hide that. Without --env, unset is the documented pass-through.
+    if var is not None and not os.environ.get(var, "").strip() and not allow_unset:
+        print(f"error: ${var} is not set{_empty(var)}{_near_var(var)}", file=sys.stderr)
+        print("(--allow-unset accepts it: calls then pass straight through)", file=sys.stderr)
+        return 2
     try:
         loaded = None
         if file is not None:
@@ -52,8 +60,17 @@ def check(file: Path | None, var: str | None) -> int:
         print(f"  {kind:<17} {what}")
     if config.fallbacks:
         print("chains:")
+    cycles = 0
     for route in config.fallbacks:
-        print(f"  {' -> '.join(_chain(config, route))}")
+        line = " -> ".join(_chain(config, route))
+        if (cycle := _cycle(config, route)) is not None:
+            cycles += 1
+            line += f"   (a cycle: {cycle[0]} falls back to {cycle[1]})"
+        print(f"  {line}")
+    if cycles:
+        swaps = f"{config.max_swaps} swap{'s' if config.max_swaps != 1 else ''}"
+        print(f"a cycle is valid: a call walks it as shown, one route per swap, until its {swaps}")
+        print("(max_swaps) are spent; passing over cooling routes, it goes round a cycle once only")
     if loaded is not None and loaded.upstreams:
         print(f"upstreams: {', '.join(loaded.upstreams)} (probe them with `swerve health`)")
     if loaded is not None and loaded.health is not None:
@@ -100,3 +117,22 @@ def _policy_table(config: FallbackConfig) -> list[tuple[str, str]]:
 def _chain(config: FallbackConfig, requested: str) -> list[str]:
     """The order a call for ``requested`` tries routes in when every attempt fails."""
     return list(walk(config, requested, requested, max_swaps=config.max_swaps))
+
+
+def _cycle(config: FallbackConfig, requested: str) -> tuple[str, str] | None:
+    """``(last, back)`` when the chain of ``requested`` comes round again: after ``last``, the
+    map leads back to ``back``, a route already on the chain."""
+    once = list(walk(config, requested, requested))  # each route once: the cycle guard
+    more = list(walk(config, requested, requested, max_swaps=len(once)))  # one step further
+    return (once[-1], more[-1]) if len(more) > len(once) else None
+
+
+def _empty(var: str) -> str:
+    return " (it is empty)" if var in os.environ else ""
+
+
+def _near_var(var: str) -> str:
+    """``; did you mean $NAME?`` for the set variable closest to ``var``, if one is close."""
+    names = [name for name, value in os.environ.items() if value.strip()]
+    match = difflib.get_close_matches(var, names, n=1, cutoff=0.8)
+    return f"; did you mean ${match[0]}?" if match else ""

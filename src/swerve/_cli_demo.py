@@ -7,11 +7,12 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry.sdk.trace import SpanProcessor
 
+from . import _names as n
 from ._config import FallbackConfig
 
 if TYPE_CHECKING:
@@ -23,6 +24,8 @@ __all__ = ["demo"]
 
 PRIMARY = "openrouter/anthropic/claude-sonnet-5"
 FALLBACK = "anthropic/claude-sonnet-5"
+_PIPED_WIDTH = 10_000  # no line of the demo comes near it
+_PIPED_RULE_WIDTH = 80
 
 
 def demo(*, fast: bool, metrics_port: int | None = None, hold: float = 0.0) -> int:
@@ -32,6 +35,9 @@ def demo(*, fast: bool, metrics_port: int | None = None, hold: float = 0.0) -> i
         print("swerve demo needs rich: pip install 'swerve[cli]'", file=sys.stderr)
         return 2
     console = Console(highlight=False)
+    if not console.is_terminal:
+        # Piped output (CI logs) has no screen edge: a line broken mid-route reads as two.
+        console = Console(highlight=False, soft_wrap=True, width=_PIPED_WIDTH)
     try:
         with _metrics_server(console, metrics_port) as meter_provider:
             _run_demo(console, fast=fast, meter_provider=meter_provider, hold=hold)
@@ -97,7 +103,9 @@ def _run_demo(
     exporter = InMemorySpanExporter()
     tracer_provider = TracerProvider()
     tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
-    live = _Timeline(console)
+    # The status line of every attempt's response, as the client read it off the wire.
+    heads: dict[tuple[str, int], str] = {}
+    live = _Timeline(console, heads)
     tracer_provider.add_span_processor(live)
     if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -122,56 +130,65 @@ def _run_demo(
             live.flush()  # show the retry decision before waiting it out
             time.sleep(seconds)
 
-    telemetry = Telemetry(tracer_provider, meter_provider)
+    # The fake's messages hold no secrets: recorded, they let the spans tell the whole story.
+    telemetry = Telemetry(tracer_provider, meter_provider, record_messages=True)
     failover = Failover(config, MemoryHealth(), telemetry=telemetry, clock=FlushingClock())
 
     with FakeProvider() as fake, httpx.Client() as client:
         fake.set_reply("openrouter", Reply(text="Hello from Claude via OpenRouter."))
         fake.set_reply("anthropic", Reply(text="Hello from Claude, direct."))
 
+        def post(attempt: Attempt, response: httpx.Response) -> None:
+            heads[str(attempt.route), attempt.number] = (
+                f"{response.status_code} {response.reason_phrase}"
+            )
+            response.raise_for_status()
+
         def url(attempt: Attempt) -> str:
             return f"{fake.url(attempt.route.provider)}/v1/chat/completions"
 
         def complete(attempt: Attempt) -> str:
             body = {"model": attempt.route.model, "messages": [{"role": "user", "content": "hi"}]}
-            response = client.post(url(attempt), json=body, timeout=attempt.timeout or 30)
-            response.raise_for_status()
+            response = client.post(url(attempt), json=body, timeout=attempt.timeout_or(30.0))
+            post(attempt, response)
             return str(response.json()["choices"][0]["message"]["content"])
 
-        def chunks(attempt: Attempt) -> Iterator[dict[str, Any]]:
+        def chunks(attempt: Attempt) -> Iterator[_Chunk]:
+            """Each chunk comes tagged with the route whose response it was read from."""
             body = {
                 "model": attempt.route.model,
                 "messages": [{"role": "user", "content": "hi"}],
                 "stream": True,
             }
+            route = str(attempt.route)
             with client.stream("POST", url(attempt), json=body) as response:
-                response.raise_for_status()
+                post(attempt, response)
                 for line in response.iter_lines():
                     if not line.startswith("data:"):
                         continue
                     data = line[5:].strip()
                     if data == "[DONE]":
-                        yield {"done": True}
+                        yield route, {"done": True}
                         continue
                     chunk = json.loads(data)
                     if "error" in chunk:
-                        raise InStreamError(chunk, route=str(attempt.route))
-                    yield chunk
+                        raise InStreamError(chunk, route=route)
+                    yield route, chunk
 
-        spec: StreamSpec[dict[str, Any]] = StreamSpec(
-            part=lambda c: "text" if _delta(c) else None, is_finish=lambda c: "done" in c
+        spec: StreamSpec[_Chunk] = StreamSpec(
+            part=lambda c: "text" if _delta(c[1]) else None, is_finish=lambda c: "done" in c[1]
         )
 
-        console.rule("[bold]swerve demo[/]: a scripted outage on a fake provider (no network)")
+        _rule(console, "[bold]swerve demo[/]: a scripted outage on a fake provider (no network)")
         console.print(f"chain: {PRIMARY} <-> {FALLBACK}; {config.max_retries} retries per route")
 
-        console.rule("1. the primary returns 503s")
+        _rule(console, "1. the primary returns 503s")
         fake.set_fault("openrouter", Fault.status(503))
         result = failover.call(PRIMARY, complete)
         live.flush()
         console.print(f"[green]answer[/] from [bold]{result.route}[/]: {result.value!r}")
 
-        console.rule("2. the next call starts on the healthy route")
+        _rule(console, "2. the next call starts on the healthy route")
         result = failover.call(PRIMARY, complete)
         live.flush()
         console.print(
@@ -179,16 +196,19 @@ def _run_demo(
             f"{fake.requests('openrouter')} requests to the primary so far"
         )
 
-        console.rule("3. cooldown over: one probe; the primary streams an error inside a 200")
+        _rule(console, "3. cooldown over: one probe; the primary streams an error inside a 200")
         _wait_out_cooldown(failover, PRIMARY)
         fake.set_fault("openrouter", Fault.error_before_content("openrouter", 503))
         fake.set_fault("anthropic", Fault.ok())
         stream = failover.stream(PRIMARY, chunks, spec)
-        text = "".join(_delta(c) for c in stream if isinstance(c, dict))
+        read = list(stream)  # what the client's own loop sees
         live.flush()
+        tagged = [c for c in read if isinstance(c, tuple)]
+        text = "".join(_delta(chunk) for _, chunk in tagged)
         console.print(f"[green]streamed[/] from [bold]{stream.route}[/]: {text!r}")
+        console.print(_client_view(tagged, resets=len(read) - len(tagged)))
 
-        console.rule("4. recovery: the next probe succeeds and traffic returns")
+        _rule(console, "4. recovery: the next probe succeeds and traffic returns")
         _wait_out_cooldown(failover, PRIMARY)
         fake.set_fault("openrouter", Fault.ok())
         result = failover.call(PRIMARY, complete)
@@ -196,12 +216,35 @@ def _run_demo(
         console.print(f"[green]answer[/] from [bold]{result.route}[/]: {result.value!r}")
 
     tracer_provider.shutdown()  # flushes an OTLP exporter, if any
-    console.rule("trace")
+    _rule(console, "trace")
     _print_trace(console, exporter.get_finished_spans())
     if meter_provider is not None and hold > 0:
         # Inside the demo's scope: the route gauges report the health store while it lives.
         console.print(f"serving metrics for {hold:g}s more (Ctrl-C stops)")
         time.sleep(hold)
+
+
+_Chunk = tuple[str, dict[str, Any]]  # (the route it was read from, the parsed SSE chunk)
+
+
+def _rule(console: Console, title: str) -> None:
+    """A section heading: the terminal's width, or 80 columns when piped (never unbounded)."""
+    from rich.rule import Rule
+
+    console.print(Rule(title), width=None if console.is_terminal else _PIPED_RULE_WIDTH)
+
+
+def _client_view(tagged: Sequence[_Chunk], resets: int) -> str:
+    """What the client's stream held: the routes its chunks came from, and any reset."""
+    routes = sorted({route for route, _ in tagged})
+    whence = ", ".join(routes)
+    if resets or len(routes) != 1:
+        seen = f"{len(tagged)} chunks from {whence}, {resets} stream resets"
+        return f"[red]the client saw the switch[/]: {seen}"
+    return (
+        f"[green]the client never saw the error[/]: its stream raised nothing, "
+        f"and all {len(tagged)} chunks it read came from [bold]{whence}[/]"
+    )
 
 
 def _wait_out_cooldown(failover: Any, route: str) -> None:
@@ -219,8 +262,9 @@ def _delta(chunk: dict[str, Any]) -> str:
 class _Timeline(SpanProcessor):
     """A span processor that prints attempts and decisions as they happen."""
 
-    def __init__(self, console: Console) -> None:
+    def __init__(self, console: Console, heads: dict[tuple[str, int], str]) -> None:
         self.console = console
+        self.heads = heads
         self.call: Any = None
         self.printed = 0
         self.t0 = time.monotonic()
@@ -234,14 +278,11 @@ class _Timeline(SpanProcessor):
 
     def on_end(self, span: Any) -> None:
         attrs = span.attributes or {}
-        if "swerve.attempt.number" in attrs:
-            outcome = attrs.get("swerve.attempt.outcome", "?")
-            colour = "green" if outcome == "success" else "red"
-            detail = attrs.get("error.type", "")
-            self._line(
-                f"attempt {attrs['swerve.attempt.number']} on {attrs['swerve.route']}: "
-                f"[{colour}]{outcome}[/] {detail}"
-            )
+        if n.ATTEMPT_NUMBER in attrs:
+            self._line(_attempt_label(attrs))
+            if attrs.get(n.FAILURE_IN_STREAM):
+                head = self.heads.get((attrs[n.ROUTE], attrs[n.ATTEMPT_NUMBER]), "?")
+                self._line(f"    {_in_stream_story(attrs, head)}")
         self.flush()
 
     def flush(self) -> None:
@@ -256,20 +297,43 @@ class _Timeline(SpanProcessor):
         self.console.print(f"[dim]{time.monotonic() - self.t0:6.2f}s[/]  {text}")
 
 
+def _attempt_label(a: Mapping[str, Any]) -> str:
+    """An attempt, route first: the route is what failed or served, not the model it names."""
+    probe = " probe" if a.get(n.ATTEMPT_PROBE) else ""
+    label = f"attempt {a[n.ATTEMPT_NUMBER]}{probe}  [bold]{a[n.ROUTE]}[/]  "
+    if a.get(n.ATTEMPT_OUTCOME) == "success":
+        return label + "[green]ok[/]"
+    status = a.get(n.HTTP_RESPONSE_STATUS_CODE, a.get(n.ERROR_TYPE, ""))
+    kind = a.get(n.FAILURE_KIND, "")
+    what = f"{status} {kind}" if kind and kind != status else f"{status}"
+    where = " (in stream)" if a.get(n.FAILURE_IN_STREAM) else ""
+    return label + f"[red]ERROR {what}{where}[/]"
+
+
+def _in_stream_story(a: Mapping[str, Any], head: str) -> str:
+    """How an error inside a stream arrived: after a successful status line, as an event."""
+    from rich.markup import escape
+
+    error = " ".join(str(a[k]) for k in (n.HTTP_RESPONSE_STATUS_CODE, n.FAILURE_MESSAGE) if k in a)
+    story = f"the response was HTTP {head}, then an error event arrived in the stream: {error}"
+    return escape(story)  # the provider's message is not markup
+
+
 def _describe_event(name: str, a: dict[str, Any]) -> str:
     short = name.removeprefix("swerve.")
     if short == "retry":
-        delay = a["swerve.retry.delay_s"]
-        return f"[yellow]retry[/] {a['swerve.route']} in {delay:.2f}s ({a['error.type']})"
+        return f"[yellow]retry[/] {a[n.ROUTE]} in {a[n.RETRY_DELAY]:.2f}s ({a[n.ERROR_TYPE]})"
     if short == "swap":
-        move = f"{a['swerve.route.from']} -> {a['swerve.route.to']}"
-        return f"[magenta]swap[/] {move} ({a['swerve.reason']})"
+        return f"[magenta]swap[/] {a[n.ROUTE_FROM]} -> {a[n.ROUTE_TO]} ({a[n.REASON]})"
     if short == "cooldown":
-        return f"[blue]cooldown[/] {a['swerve.route']} for {a['swerve.cooldown.seconds']:.1f}s"
+        return f"[blue]cooldown[/] {a[n.ROUTE]} for {a[n.COOLDOWN_SECONDS]:.1f}s"
     if short == "route_skipped":
-        return f"[blue]skip[/] {a['swerve.route']} (degraded)"
+        return f"[blue]skip[/] {a[n.ROUTE]} (degraded)"
     if short == "swap_declined":
-        return f"[red]surface[/] error on {a['swerve.route']} ({a['swerve.reason']})"
+        return f"[red]surface[/] error on {a[n.ROUTE]} ({a[n.REASON]})"
+    if short == "probe":
+        verdict = "succeeded" if a.get(n.PROBE_OUTCOME) == "success" else "failed"
+        return f"[blue]probe[/] {a[n.ROUTE]} {verdict}"
     rest = ", ".join(f"{k.removeprefix('swerve.')}={v}" for k, v in a.items())
     return f"{short} {rest}"
 
@@ -283,11 +347,7 @@ def _print_trace(console: Console, spans: Sequence[Any]) -> None:
         children.setdefault(parent, []).append(span)
 
     def add(tree: Tree, span: Any) -> None:
-        ms = (span.end_time - span.start_time) / 1e6
-        status = "" if span.status.is_ok else " [red]ERROR[/]"
-        route = (span.attributes or {}).get("swerve.route")
-        where = f" on {route}" if route else ""
-        node = tree.add(f"[bold]{span.name}[/]{where} {ms:.0f} ms{status}")
+        node = tree.add(_span_label(span))
         # Attempts and decisions in the order they happened.
         items = [(e.timestamp, 1, e) for e in span.events]
         items += [(c.end_time, 0, c) for c in children.get(span.context.span_id, [])]
@@ -302,3 +362,16 @@ def _print_trace(console: Console, spans: Sequence[Any]) -> None:
     for span in sorted(children.get(None, []), key=lambda s: s.start_time):
         add(root, span)
     console.print(root)
+
+
+def _span_label(span: Any) -> str:
+    """A call: its span name and where it was served. An attempt: route and outcome first,
+    the span name (which names the model, not the route) after it, dimmer."""
+    ms = f"{(span.end_time - span.start_time) / 1e6:.0f} ms"
+    attrs = span.attributes or {}
+    if n.ATTEMPT_NUMBER in attrs:
+        return f"{_attempt_label(attrs)}  [dim]{span.name}, {ms}[/]"
+    status = "" if span.status.is_ok else " [red]ERROR[/]"
+    served = attrs.get(n.ROUTE_SERVED)
+    where = f"  served by [bold]{served}[/]" if served else ""
+    return f"[bold]{span.name}[/] {ms}{status}{where}"

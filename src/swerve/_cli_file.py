@@ -12,16 +12,17 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ConfigDict, Field
 
-from ._config import ConfigError, FallbackConfig, _loc_part
+from ._config import CheckedModel, ConfigError, FallbackConfig
 from ._routes import Route
+from ._upstream import check_chains
 from .httpx import Upstream
 
 __all__ = ["CliFile", "HealthSpec", "UpstreamSpec", "load", "read"]
 
 
-class UpstreamSpec(BaseModel):
+class UpstreamSpec(CheckedModel):
     """An upstream as written in a config file: the key is named, never written."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -30,10 +31,10 @@ class UpstreamSpec(BaseModel):
     wire: Literal["openai", "anthropic"] = "openai"
     api_key_env: str | None = None
     model: str | None = None
-    headers: dict[str, str] = {}
+    headers: dict[str, str] = Field(default_factory=dict)
 
 
-class HealthSpec(BaseModel):
+class HealthSpec(CheckedModel):
     """The fleet's shared store: its Redis URL, written (without a password) or named by an
     environment variable, and its key prefix."""
 
@@ -54,12 +55,14 @@ class CliFile:
     def resolve_upstreams(self) -> dict[str, Upstream]:
         """The upstreams, with their keys read from the environment now."""
         out: dict[str, Upstream] = {}
+        missing: list[str] = []  # every one at once: fixing them one run at a time is slow
         for route, spec in self.upstreams.items():
             key = os.environ.get(spec.api_key_env) if spec.api_key_env else None
             if spec.api_key_env and not key:
-                where = f"{self.source}: upstreams[{route!r}]"
-                raise ConfigError(f"{where}: ${spec.api_key_env} is not set")
+                missing.append(f"upstreams[{route!r}]: ${spec.api_key_env} is not set")
             out[route] = Upstream(spec.base_url, spec.wire, key, spec.model, spec.headers)
+        if missing:
+            raise ConfigError(f"{self.source}: {'; '.join(missing)}")
         return out
 
     def health_url(self) -> str | None:
@@ -101,23 +104,26 @@ def load(data: object, source: str) -> CliFile:
     config = FallbackConfig.from_mapping(data, source=source)
     if not isinstance(raw_upstreams, dict):
         raise ConfigError(f"{source}: upstreams: expected an object of route -> upstream")
-    upstreams = {
-        route: _upstream(route, spec, f"{source}: upstreams[{route!r}]")
-        for route, spec in raw_upstreams.items()
-    }
-    health = None if raw_health is None else _health(raw_health, f"{source}: health")
+    upstreams = {route: _upstream(route, spec, source) for route, spec in raw_upstreams.items()}
+    health = None if raw_health is None else _health(raw_health, source)
+    if upstreams:  # the same refusal the transport makes when it is built on this file
+        try:
+            check_chains(config, {route: spec.wire for route, spec in upstreams.items()})
+        except ValueError as exc:
+            raise ConfigError(f"{source}: upstreams: {exc}") from None
     return CliFile(config, upstreams, health, source)
 
 
-def _upstream(route: object, spec: object, where: str) -> UpstreamSpec:
+def _upstream(route: str, spec: object, source: str) -> UpstreamSpec:
+    where = f"{source}: upstreams[{route!r}]"
     if isinstance(spec, dict) and "api_key" in spec:
         raise ConfigError(
             f"{where}: api_key does not belong in a file; put the key in an environment "
             "variable and name it in api_key_env"
         )
     try:
-        Route.parse(route)  # type: ignore[arg-type]
-        parsed = UpstreamSpec.model_validate(spec)
+        Route.parse(route)
+        parsed = UpstreamSpec.parsed(spec, source, at=("upstreams", route))
         for name, value in parsed.headers.items():
             # A CR or LF in a header would split it into forged headers on the wire.
             if not (name.isprintable() and value.isprintable()):
@@ -125,17 +131,15 @@ def _upstream(route: object, spec: object, where: str) -> UpstreamSpec:
         # What the transport will check when it is built, checked now, with the file's name.
         Upstream(parsed.base_url, parsed.wire, None, parsed.model, parsed.headers)
         return parsed
-    except ValidationError as exc:
-        raise ConfigError(f"{where}{_first(exc)}") from None
+    except ConfigError:
+        raise
     except ValueError as exc:
         raise ConfigError(f"{where}: {exc}") from None
 
 
-def _health(spec: object, where: str) -> HealthSpec:
-    try:
-        parsed = HealthSpec.model_validate(spec)
-    except ValidationError as exc:
-        raise ConfigError(f"{where}{_first(exc)}") from None
+def _health(spec: object, source: str) -> HealthSpec:
+    where = f"{source}: health"
+    parsed = HealthSpec.parsed(spec, source, at=("health",))
     if (parsed.url is None) == (parsed.url_env is None):
         raise ConfigError(f"{where}: give exactly one of url and url_env")
     if parsed.url is not None:
@@ -150,10 +154,3 @@ def _health(spec: object, where: str) -> HealthSpec:
                 "environment variable and name it in url_env"
             )
     return parsed
-
-
-def _first(exc: ValidationError) -> str:
-    """The first error as ``.field: message`` (``: message`` when it is about the whole)."""
-    first = exc.errors(include_url=False)[0]
-    field = ".".join(_loc_part(p) for p in first["loc"])
-    return f"{'.' + field if field else ''}: {first['msg']}"

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from ._health import RouteHealth
+    from ._probe import Probe
 
 __all__ = ["health", "routes"]
 
@@ -41,8 +42,6 @@ def health(file: Path, timeout: float) -> int:
     try:
         from rich.console import Console
         from rich.progress import Progress
-        from rich.table import Table
-        from rich.text import Text
     except ImportError:
         print("swerve health needs rich: pip install 'swerve[cli]'", file=sys.stderr)
         return 2
@@ -52,16 +51,42 @@ def health(file: Path, timeout: float) -> int:
         results = probe(
             upstreams, config, timeout=timeout, on_done=lambda _: progress.advance(task)
         )
-    table = Table("route", "status", "latency", "error")
-    for r in results:
-        colour = "green" if r.ok else "red"
-        latency = f"{r.latency_s * 1000:.0f} ms" if r.latency_s is not None else "-"
-        # route and error are text from the config and the upstream, never rich markup
-        table.add_row(Text(r.route), Text(r.status, style=colour), latency, Text(r.error))
-    console.print(table)
+    _print_probes(console, results)
     if os.environ.get(SKIP_ENV, "") not in ("", "0", "false"):
         console.print(f"[dim]{SKIP_ENV} is set: reachability only, no completions[/]")
     return 1 if any(not r.ok for r in results) else 0
+
+
+def _print_probes(console: Console, results: Sequence[Probe]) -> None:
+    from rich import box
+    from rich.padding import Padding
+    from rich.table import Table
+    from rich.text import Text
+
+    headers = ("route", "status", "latency", "error")
+    rows = [_probe_row(r) for r in results]
+    # As in `swerve routes`: a route name is never cut or folded; the error wraps between
+    # words; when even that does not fit, one block per route.
+    widths = _column_widths(headers, [row[:4] for row in rows], console.width, (3, 2, 1))
+    if widths is None:
+        for route, status, latency, error, style in rows:
+            # route and error are text from the config and the upstream, never rich markup
+            console.print(Text(route, style="bold"), soft_wrap=True)
+            console.print(Text.assemble("  status: ", (status, style), f"  latency: {latency}"))
+            console.print(Padding(Text(f"error: {error}"), (0, 0, 0, 2), expand=False))
+        return
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    for name, width in zip(headers, widths, strict=True):
+        table.add_column(name, width=width, no_wrap=name == "route", overflow="fold")
+    for route, status, latency, error, style in rows:
+        table.add_row(Text(route), Text(status, style=style), latency, Text(error))
+    console.print(table)
+
+
+def _probe_row(r: Probe) -> tuple[str, str, str, str, str]:
+    """A probe's line in `swerve health`: route, status, latency, error (and a style)."""
+    latency = f"{r.latency_s * 1000:.0f} ms" if r.latency_s is not None else "-"
+    return r.route, r.status, latency, r.error or "-", "green" if r.ok else "red"
 
 
 def routes(args: argparse.Namespace) -> int:
@@ -171,7 +196,7 @@ def _print_view(
     rows = [_row(h, now) for h in view]
     # A route name is what an operator copies into `swerve routes clear`: never cut or folded.
     # The other columns wrap between words; when even that does not fit, one block per route.
-    widths = _column_widths(headers, [row[:5] for row in rows], console.width)
+    widths = _column_widths(headers, [row[:5] for row in rows], console.width, (2, 1, 4, 3))
     if widths is None:
         for route, state, until, breaker, why, style in rows:
             console.print(Text(route, style="bold"), soft_wrap=True)
@@ -187,10 +212,11 @@ def _print_view(
 
 
 def _column_widths(
-    headers: Sequence[str], rows: Sequence[Sequence[str]], room: int
+    headers: Sequence[str], rows: Sequence[Sequence[str]], room: int, spare_to: Sequence[int]
 ) -> list[int] | None:
     """Widths for a table of ``rows`` in ``room`` columns where no route is cut and no word is
-    split (the first column never wraps, the others wrap between words); None if none fit."""
+    split (the first column never wraps, the others wrap between words); None if none fit.
+    What is left goes to the columns ``spare_to``, in that order."""
     cells = [[h, *(row[i] for row in rows)] for i, h in enumerate(headers)]
     natural = [max(len(c) for c in column) for column in cells]
     least = [natural[0]] + [max(len(w) for c in column for w in c.split()) for column in cells[1:]]
@@ -198,7 +224,7 @@ def _column_widths(
     if sum(least) > room:
         return None
     widths, spare = list(least), room - sum(least)
-    for i in (2, 1, 4, 3):  # what is left goes to until, state, why, breaker, in that order
+    for i in spare_to:
         extra = min(spare, natural[i] - widths[i])
         widths[i] += extra
         spare -= extra

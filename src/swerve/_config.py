@@ -7,7 +7,8 @@ import logging
 import math
 import os
 import threading
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self, TypeVar
 
 from pydantic import (
     AliasChoices,
@@ -25,6 +26,7 @@ from pydantic import (
     model_validator,
 )
 
+from ._config_errors import Loc, describe
 from ._failures import FailureKind, FailurePredicate
 from ._routes import Route
 
@@ -33,6 +35,7 @@ __all__ = [
     "DEFAULT_ENV_VAR",
     "Action",
     "BreakerConfig",
+    "CheckedModel",
     "ConfigError",
     "EnvConfig",
     "FallbackConfig",
@@ -71,6 +74,7 @@ DEFAULT_ATTEMPT_ALLOWANCE_S = 600.0
 DEFAULT_COOLDOWN_MAX_S = 30.0
 
 FallbackMap = dict[str, str | list[str]]
+_T = TypeVar("_T")
 
 _log = logging.getLogger("swerve")
 
@@ -101,16 +105,57 @@ if TYPE_CHECKING:
 else:  # pydantic validates (and documents) the status list; a function passes as it is
     FallbackOn = Annotated[frozenset[int], WrapValidator(_keep_predicate)]
 
-# How many field errors one ConfigError lists; a document with thousands of bad keys would
-# otherwise make a message (and a log line) of unbounded length.
-_MAX_ERRORS = 5
-
 
 class ConfigError(ValueError):
-    """A configuration is invalid; the message names the source and the field."""
+    """A configuration is invalid; the message names the source, the field and the value."""
 
 
-class BreakerConfig(BaseModel):
+class CheckedModel(BaseModel):
+    """A model whose every way in (``Model(...)``, ``model_validate``, ``model_validate_json``,
+    ``model_validate_strings``) raises :class:`ConfigError` naming the model, never pydantic's
+    own ``ValidationError`` (with its wording and URL footer)."""
+
+    # Hidden from the type checker so that callers keep pydantic's typed signatures.
+    if not TYPE_CHECKING:
+
+        def __init__(self, /, **data: Any) -> None:
+            type(self).validated(type(self).__name__, (), super().__init__, **data)
+
+        # It only validates, as BaseModel's does: without this mark pydantic would call it for
+        # nested sections and model_validate too, and wrap its ConfigError in its own error.
+        __init__.__pydantic_base_init__ = True
+
+        @classmethod
+        def model_validate(cls, *args: Any, **kwargs: Any) -> Self:
+            return cls.validated(cls.__name__, (), super().model_validate, *args, **kwargs)
+
+        @classmethod
+        def model_validate_json(cls, *args: Any, **kwargs: Any) -> Self:
+            return cls.validated(cls.__name__, (), super().model_validate_json, *args, **kwargs)
+
+        @classmethod
+        def model_validate_strings(cls, *args: Any, **kwargs: Any) -> Self:
+            return cls.validated(cls.__name__, (), super().model_validate_strings, *args, **kwargs)
+
+    @classmethod
+    def validated(
+        cls, source: str, at: Loc, validate: Callable[..., _T], *args: Any, **kwargs: Any
+    ) -> _T:
+        """``validate(*args, **kwargs)``, its ValidationError raised as a :class:`ConfigError`
+        from ``source`` (the one translation); ``at`` is where this model's section sits in
+        the document."""
+        try:
+            return validate(*args, **kwargs)
+        except ValidationError as exc:
+            raise ConfigError(f"{source}: {describe(exc, cls, at)}") from None
+
+    @classmethod
+    def parsed(cls, data: object, source: str, at: Loc = ()) -> Self:
+        """``data`` validated; a :class:`ConfigError` names ``source`` (not the model)."""
+        return cls.validated(source, at, super().model_validate, data)
+
+
+class BreakerConfig(CheckedModel):
     """Per-route circuit breaker settings (one breaker per route, these settings for all)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -132,11 +177,14 @@ class BreakerConfig(BaseModel):
     @model_validator(mode="after")
     def _open_bounds(self) -> Self:
         if self.max_open_s < self.open_s:
-            raise ValueError("breaker.max_open_s must be >= breaker.open_s")
+            raise ValueError(
+                f"max_open_s ({self.max_open_s:g}) is below open_s ({self.open_s:g}); "
+                "the open duration only grows"
+            )
         return self
 
 
-class FallbackConfig(BaseModel):
+class FallbackConfig(CheckedModel):
     """What swerve does when a route fails. Immutable; every field has a default.
 
     Accepts the camelCase keys agent coordinators already ship (``fallbackModelsByModel``,
@@ -307,9 +355,7 @@ class FallbackConfig(BaseModel):
         if not isinstance(data, dict):
             raise ConfigError(f"{source}: expected a JSON object, got {type(data).__name__}")
         try:
-            return cls.model_validate(data)
-        except ValidationError as exc:
-            raise ConfigError(f"{source}: {_describe(exc)}") from None
+            return cls.parsed(data, source)
         except RecursionError:  # a self-referencing mapping handed in from Python
             raise ConfigError(f"{source}: nested too deeply (or refers to itself)") from None
 
@@ -348,27 +394,6 @@ def _check_route(value: object, where: str) -> None:
         if isinstance(value, str) and not value.isprintable():
             raise ValueError(f"{where} contains a control or non-printable character") from None
         raise ValueError(f"{where} is not a 'provider/model' route") from None
-
-
-def _loc_part(part: object) -> str:
-    # Keys come from the document: one holding a newline or an ANSI escape would reach the
-    # log line that reports the error. Such keys are shown as repr(), escaped.
-    text = str(part)
-    return text if text.isprintable() else repr(text)
-
-
-def _describe(exc: ValidationError) -> str:
-    parts = []
-    errors = exc.errors(include_url=False)
-    for err in errors[:_MAX_ERRORS]:
-        loc = ".".join(_loc_part(p) for p in err["loc"])
-        msg = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
-            msg = "unknown key"
-        parts.append(f"{loc or '(root)'}: {msg}")
-    if len(errors) > _MAX_ERRORS:
-        parts.append(f"and {len(errors) - _MAX_ERRORS} more")
-    return "; ".join(parts)
 
 
 class EnvConfig:

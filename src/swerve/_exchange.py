@@ -97,6 +97,7 @@ class _Receiving:
         "_body",
         "_inflater",
         "_reader",
+        "attempt",
         "core",
         "inner",
         "limits",
@@ -109,6 +110,7 @@ class _Receiving:
     def __init__(self, exchange: _Exchange, attempt: Attempt, stream: bool) -> None:
         core = self.core = exchange.core
         assert exchange.plan is not None
+        self.attempt = attempt
         self.route = str(attempt.route)
         self.sync = exchange.sync
         self.limits = core.limits(attempt, stream, exchange.sync)
@@ -154,7 +156,7 @@ class _Receiving:
 
     def complete(self, response: Any, content: bytes) -> Any:
         """What the engine gets from a whole (non-stream) body, or the failure it is."""
-        return self.core.complete(self.route, response, content, self.whole)
+        return self.core.complete(self.route, response, content, self.whole, self.attempt)
 
     def head(self, response: Any) -> _Head:
         return _Head(response.status_code, _returned(response.headers))
@@ -168,7 +170,7 @@ class _Receiving:
 
     def last(self, response: Any, content: bytes) -> _Event:
         """A stream request answered with a whole body: one final chunk, checked as one."""
-        return self.core.whole(self.route, response, content)
+        return self.core.whole(self.route, response, content, self.attempt)
 
     def events(self, data: bytes) -> Iterator[_Event]:
         """The SSE events one read of the stream completes, each within the time limits."""
@@ -180,12 +182,18 @@ class _Receiving:
             for event in reader.feed(piece):
                 if limits is not None:
                     limits.last = time.monotonic()
-                yield event
+                yield self._reported(event)
 
     def end(self) -> Iterator[_Event]:
         """The event the stream's last bytes make, if they make one."""
         assert self._reader is not None
-        return self._reader.flush()
+        return map(self._reported, self._reader.flush())
+
+    def _reported(self, event: _Event) -> _Event:
+        """``event``, its token usage and finish reasons (if it has any) told the attempt."""
+        if event.usage is not None:
+            self.attempt.report_usage(*event.usage)
+        return event
 
     def _decoded(self, data: bytes) -> Iterator[bytes]:
         inflater = self._inflater

@@ -21,7 +21,7 @@ from ._clock import SYSTEM_CLOCK, Clock
 from ._config import DEFAULT_ENV_VAR, EnvConfig, FallbackConfig
 from ._failures import Classifier, Classifiers
 from ._health import HealthStore, MemoryHealth
-from ._results import Attempt, Result, StreamReset, StreamSpec, passthrough
+from ._results import Attempt, CooldownLearned, Result, StreamReset, StreamSpec, passthrough
 from ._routes import Route
 from ._steps import run_async, run_sync
 from ._streams import AsyncFailoverStream, FailoverStream, MidStream
@@ -79,6 +79,41 @@ class _Routes:
         return route
 
 
+class _OwnCooldowns:
+    """The routes this Failover degraded itself (a cooldown, an opened breaker), each with the
+    time until which a call walking past it does so because of what this Failover learned.
+
+    A skip of any other route was caused elsewhere: another Failover on the same store (the
+    process-wide one, by default), another process through Redis, an operator. Bounded like the
+    route cache: past it, the route remembered longest ago is forgotten first.
+    """
+
+    __slots__ = ("_lock", "_until")
+
+    def __init__(self) -> None:
+        self._until: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def remember(self, route: str, until: float) -> None:
+        with self._lock:
+            until = max(until, self._until.pop(route, until))  # re-added last: the newest
+            if len(self._until) >= ROUTE_CACHE_SIZE:
+                del self._until[next(iter(self._until))]
+            self._until[route] = until
+
+    def forget(self, route: str) -> None:
+        with self._lock:
+            self._until.pop(route, None)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._until = {}
+
+    def learned(self, route: str, now: float) -> CooldownLearned:
+        until = self._until.get(route)
+        return "this_failover" if until is not None and now < until else "elsewhere"
+
+
 class Failover:
     """Runs calls on routes with retries, swaps, cooldowns and breakers.
 
@@ -86,7 +121,9 @@ class Failover:
     whenever the variable changes; a change clears cooldowns). With no config, or
     ``max_swaps=0``, calls pass straight through: one attempt, nothing added.
     ``health``: where cooldowns and breakers live; by default one in-memory store per process,
-    shared by every Failover, so a route degraded by one wrapper is skipped by all.
+    shared by every Failover, so a route degraded by one wrapper is skipped by all (each
+    ``swerve.route_skipped`` event says whether this Failover learned the cooldown or it was
+    learned elsewhere). Pass ``health=MemoryHealth()`` for a Failover that decides alone.
     ``clock``: the one source of time, waiting and backoff jitter (:class:`~swerve.Clock`);
     tests pass :class:`swerve.testing.FakeClock`.
     ``classifiers``: functions ``(exception) -> Failure | None`` tried in order before the
@@ -114,8 +151,9 @@ class Failover:
         telemetry = telemetry if telemetry is not None else default_telemetry()
         telemetry.watch(health)
         self._classifiers = Classifiers(classifiers)
+        self._own = _OwnCooldowns()
         self._wiring = Wiring(
-            clock, health, telemetry, self._classifiers, operation, self._routes.parse
+            clock, health, telemetry, self._classifiers, operation, self._routes.parse, self._own
         )
 
     def with_classifiers(self, *classifiers: Classifier) -> Failover:
@@ -149,6 +187,7 @@ class Failover:
         if self._env.generation != self._generation:
             self._generation = self._env.generation
             self.health.clear()  # a new config starts from a clean slate
+            self._own.clear()
         return config
 
     def route(self, value: str | Route) -> Route:

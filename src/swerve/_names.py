@@ -25,6 +25,7 @@ __all__ = [
     "CALL_ATTEMPTS",
     "CALL_RETRIES",
     "CALL_SWAPS",
+    "COOLDOWN_LEARNED",
     "COOLDOWN_SECONDS",
     "COOLDOWN_UNTIL",
     "DISCARDED_BY_PART",
@@ -54,7 +55,11 @@ __all__ = [
     "GEN_AI_OPERATION_NAME",
     "GEN_AI_PROVIDER_NAME",
     "GEN_AI_REQUEST_MODEL",
+    "GEN_AI_RESPONSE_FINISH_REASONS",
     "GEN_AI_RESPONSE_MODEL",
+    "GEN_AI_TOKEN_TYPE",
+    "GEN_AI_USAGE_INPUT_TOKENS",
+    "GEN_AI_USAGE_OUTPUT_TOKENS",
     "HTTP_RESPONSE_STATUS_CODE",
     "INSTRUMENTATION_NAME",
     "METRIC_ADDED_LATENCY",
@@ -66,6 +71,7 @@ __all__ = [
     "METRIC_CALL_DURATION",
     "METRIC_COOLDOWNS",
     "METRIC_DOWNGRADES",
+    "METRIC_FAILOVER_TOKENS",
     "METRIC_PARTIAL_DISCARDS",
     "METRIC_PROBES",
     "METRIC_RETRIES",
@@ -92,6 +98,8 @@ __all__ = [
     "STORE_UP",
     "STREAM",
     "SWAP_INDEX",
+    "TOKEN_INPUT",
+    "TOKEN_OUTPUT",
 ]
 
 INSTRUMENTATION_NAME: Final = "swerve"
@@ -101,6 +109,13 @@ GEN_AI_OPERATION_NAME: Final = _gen_ai.GEN_AI_OPERATION_NAME
 GEN_AI_PROVIDER_NAME: Final = _gen_ai.GEN_AI_PROVIDER_NAME
 GEN_AI_REQUEST_MODEL: Final = _gen_ai.GEN_AI_REQUEST_MODEL
 GEN_AI_RESPONSE_MODEL: Final = _gen_ai.GEN_AI_RESPONSE_MODEL
+GEN_AI_RESPONSE_FINISH_REASONS: Final = _gen_ai.GEN_AI_RESPONSE_FINISH_REASONS
+GEN_AI_USAGE_INPUT_TOKENS: Final = _gen_ai.GEN_AI_USAGE_INPUT_TOKENS
+GEN_AI_USAGE_OUTPUT_TOKENS: Final = _gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS
+GEN_AI_TOKEN_TYPE: Final = _gen_ai.GEN_AI_TOKEN_TYPE
+# The values of gen_ai.token.type (an enum, so that it is no attribute name of its own).
+TOKEN_INPUT: Final = _gen_ai.GenAiTokenTypeValues.INPUT
+TOKEN_OUTPUT: Final = _gen_ai.GenAiTokenTypeValues.COMPLETION
 ERROR_TYPE: Final = _error.ERROR_TYPE
 HTTP_RESPONSE_STATUS_CODE: Final = _http.HTTP_RESPONSE_STATUS_CODE
 
@@ -121,6 +136,7 @@ FAILURE_MESSAGE: Final = "swerve.failure.message"
 RETRY_DELAY: Final = "swerve.retry.delay_s"
 COOLDOWN_SECONDS: Final = "swerve.cooldown.seconds"
 COOLDOWN_UNTIL: Final = "swerve.cooldown.until"
+COOLDOWN_LEARNED: Final = "swerve.cooldown.learned"
 PROBE_OUTCOME: Final = "swerve.probe.outcome"
 OPERATOR_ACTION: Final = "swerve.operator.action"
 STORE: Final = "swerve.store.name"
@@ -180,6 +196,7 @@ METRIC_PROBES: Final = "swerve.probes"
 METRIC_PARTIAL_DISCARDS: Final = "swerve.partial_discards"
 METRIC_CACHE_FIXES: Final = "swerve.cache_fixes"
 METRIC_DOWNGRADES: Final = "swerve.downgrades"
+METRIC_FAILOVER_TOKENS: Final = "swerve.failover.tokens"
 METRIC_ROUTE_DEGRADED: Final = "swerve.route.degraded"
 METRIC_BREAKER_STATE: Final = "swerve.breaker.state"
 METRIC_STORE_UP: Final = "swerve.store.up"

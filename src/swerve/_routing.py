@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -25,12 +24,19 @@ from ._config import FallbackConfig
 from ._failover import Failover
 from ._flavour import flavour_of
 from ._payloads import JsonRules
-from ._policy import walk
 from ._redact import scrub
 from ._results import Attempt
 from ._routes import Route
-from ._sse import _Event, _SSEParser
-from ._upstream import _ENDPOINTS, ROUTE_HEADER, SWITCH_HEADER, Upstream, UpstreamStatusError
+from ._sse import _Event, _SSEParser, _usage
+from ._upstream import (
+    _ENDPOINTS,
+    ROUTE_HEADER,
+    SWITCH_HEADER,
+    Upstream,
+    UpstreamStatusError,
+    check_chains,
+    claim_routes,
+)
 from ._wire_rules import prepare_for_route
 
 # What a client may authenticate itself with: meant for the host it addressed, so never sent to
@@ -80,29 +86,12 @@ class _Core:
         self.limit = max_body_bytes
         self._urls: dict[tuple[str, str], Any] = {}
         self._check(config if config is not None else failover.config)
+        # Last: a transport that was refused claims nothing.
+        self.release = claim_routes(self, failover.health, self.upstreams)
+        """Ends this transport's claim on its route names in the store (it closed)."""
 
     def _check(self, config: FallbackConfig | None) -> None:
-        """Refuse, now, every route a call could start on or swap to that this transport
-        cannot serve (no Upstream, or another wire)."""
-        if config is None or not config.enabled:
-            return
-        kinds = [None, *config.fallbacks_by_failure]  # the plain map, then each kind's map
-        for kind, requested in ((k, r) for k in kinds for r in self.upstreams):
-            # The whole walk, not max_swaps steps of it: a call starts on, or swaps to, the
-            # first route of the walk that is not degraded, however far along it is.
-            routes = list(walk(config, requested, requested, kind))
-            for current, target in itertools.pairwise(routes):
-                source = self.upstreams[current]
-                if target not in self.upstreams:
-                    raise ValueError(
-                        f"route {current} falls back to {target}, which has no Upstream"
-                    )
-                if self.upstreams[target].wire != source.wire:
-                    raise ValueError(
-                        f"route {current} ({source.wire} wire) falls back to {target} "
-                        f"({self.upstreams[target].wire} wire): swerve does not translate "
-                        "between wires; map routes of the same wire to each other"
-                    )
+        check_chains(config, {route: up.wire for route, up in self.upstreams.items()})
 
     # -- routing ------------------------------------------------------------------------------
     def plan(self, request: Any) -> _Plan | Any | None:
@@ -222,10 +211,13 @@ class _Core:
             return None
         return _Limits(attempt, self.failover.config, stream)
 
-    def complete(self, route: str, response: Any, body: bytes, whole: bool) -> Any:
+    def complete(
+        self, route: str, response: Any, body: bytes, whole: bool, attempt: Attempt
+    ) -> Any:
         """A whole (non-stream) body: an error status, an error inside a 200, or a JSON body
         that does not decode, is a failure. ``whole``: the response itself holds the body (it
-        was read at once), and can be handed on as it is."""
+        was read at once), and can be handed on as it is. The token usage and finish reasons
+        a JSON body reports are told ``attempt``."""
         if response.status_code >= 400:
             headers, content = _redacted(
                 self.secrets, _returned(response.headers), body[:_ERROR_BODY_LIMIT]
@@ -245,6 +237,8 @@ class _Core:
                 if replay[2] != body:  # an echoed secret: the engine reads the redacted error
                     data = json.loads(replay[2])
                 raise _ErrorInBody(data, route, replay)
+            if isinstance(data, dict) and (usage := _usage(self.upstreams[route].wire, data)):
+                attempt.report_usage(*usage)
         if whole:
             return response  # already read and within the limit: hand it on as it is
         return _response(response, response.status_code, _returned(response.headers), body)
@@ -263,10 +257,10 @@ class _Core:
             and "content-encoding" not in response.headers
         )
 
-    def whole(self, route: str, response: Any, body: bytes) -> _Event:
+    def whole(self, route: str, response: Any, body: bytes, attempt: Attempt) -> _Event:
         """A stream request answered with a whole body (an error, or a server ignoring
         ``stream``): one final chunk, checked like a non-stream body."""
-        self.complete(route, response, body, False)
+        self.complete(route, response, body, False, attempt)
         return _Event(body, part="other", finish=True)
 
     def reader(self, route: str, response: Any) -> _Reader:

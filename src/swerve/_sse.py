@@ -14,6 +14,10 @@ if TYPE_CHECKING:
     from ._results import PartKind
 
 
+_Usage = tuple[int | None, int | None, tuple[str, ...]]
+"""Input tokens, output tokens and finish reasons a body or event reports (None: not said)."""
+
+
 @dataclass(slots=True)
 class _Event:
     """One server-sent event: its raw bytes (passed on untouched) and what it means."""
@@ -23,6 +27,7 @@ class _Event:
     finish: bool = False
     error: Mapping[str, object] | None = None
     malformed: bool = False
+    usage: _Usage | None = None
 
 
 _LINE_END = re.compile(rb"\r\n|\r|\n")
@@ -91,6 +96,44 @@ def _obj(value: object) -> Mapping[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _count(usage: Mapping[str, Any], key: str) -> int | None:
+    value = usage.get(key)
+    return value if type(value) is int else None
+
+
+def _usage(wire: Wire, payload: Mapping[str, Any]) -> _Usage | None:
+    """The token usage and finish reasons a JSON body or an SSE event's data reports, if any.
+
+    OpenAI: ``usage`` (the final chunk's, when ``stream_options.include_usage`` asked for it)
+    and each choice's ``finish_reason``. Anthropic: a message's ``usage`` and ``stop_reason``;
+    in a stream, ``message_start`` gives the input tokens (its output count is a
+    placeholder), ``message_delta`` the output tokens and the stop reason.
+    """
+    if wire == "anthropic":
+        kind = payload.get("type")
+        if kind == "message_start":
+            message = _obj(payload.get("message"))
+            return _count(_obj(message.get("usage")), "input_tokens"), None, ()
+        if kind == "message_delta":
+            payload = {**payload, **_obj(payload.get("delta"))}
+        elif kind != "message":
+            return None
+        usage, keys = _obj(payload.get("usage")), ("input_tokens", "output_tokens")
+        reason = payload.get("stop_reason")
+        reasons: tuple[str, ...] = (reason,) if isinstance(reason, str) else ()
+    else:
+        usage, keys = _obj(payload.get("usage")), ("prompt_tokens", "completion_tokens")
+        choices = payload.get("choices")
+        reasons = tuple(
+            r
+            for c in (choices if isinstance(choices, list) else ())
+            if isinstance(r := _obj(c).get("finish_reason"), str)
+        )
+    if not usage and not reasons:
+        return None
+    return _count(usage, keys[0]), _count(usage, keys[1]), reasons
+
+
 def _interpret(wire: Wire, raw: bytes) -> _Event:
     """What an event means on its wire: content (of which kind), the finish, an error, or
     data that is not JSON (the upstream broke the protocol: the attempt fails)."""
@@ -116,6 +159,7 @@ def _interpret(wire: Wire, raw: bytes) -> _Event:
     if name == "error" or "error" in payload:
         event.error = payload
         return event
+    event.usage = _usage(wire, payload)
     if wire == "anthropic":
         kind = payload.get("type")
         # message_delta carries the stop reason: the answer is complete, message_stop or not.

@@ -13,6 +13,7 @@ import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
 from opentelemetry.context import Context
 from opentelemetry.metrics import CallbackOptions, Observation
@@ -25,12 +26,14 @@ from ._clock import SYSTEM_CLOCK, Clock
 from ._counts import Counts
 from ._failures import Failure
 from ._names import *  # noqa: F403
+from ._results import Usage
 from ._version import __version__
 
 if TYPE_CHECKING:
     from ._health import BreakerTransition, HealthStore
 
-__all__ = ["ERROR_TYPE_LIMIT", "OVERFLOW", "ROUTE_LIMIT", "Telemetry", "default_telemetry"]
+__all__ = ["ERROR_TYPE_LIMIT", "OVERFLOW", "ROUTE_LIMIT", "Attached", "Telemetry"]
+__all__ += ["default_telemetry"]
 __all__ += n.__all__  # every name swerve emits
 
 _log = logging.getLogger("swerve")
@@ -109,6 +112,9 @@ class Telemetry:
             "{downgrade}",
             "Request bodies adapted for another provider on a swap",
         )
+        self.failover_tokens = counter(
+            n.METRIC_FAILOVER_TOKENS, "{token}", "Tokens the failed attempts used, by type"
+        )
         self.call_duration = histogram(
             n.METRIC_CALL_DURATION, "Logical call duration, waits included"
         )
@@ -119,25 +125,14 @@ class Telemetry:
         self.time_to_first_chunk = histogram(
             n.METRIC_TIME_TO_FIRST_CHUNK, "From attempt start to its first content chunk"
         )
-        meter.create_observable_gauge(
-            n.METRIC_ROUTE_DEGRADED,
-            [self._observe_degraded],
-            "1",
-            "1 while a route is cooling down",
-        )
-        meter.create_observable_gauge(
-            n.METRIC_BREAKER_STATE,
-            [self._observe_breaker],
-            "1",
-            "Breaker state per route: 0 closed, 1 half-open, 2 open",
-        )
-
-        meter.create_observable_gauge(
-            n.METRIC_STORE_UP,
-            [self._observe_store],
-            "1",
-            "1 while a shared health store (Redis) shares health, 0 while each process is alone",
-        )
+        for name, observe, description in (
+            (n.METRIC_ROUTE_DEGRADED, self._observe_degraded, "1 while a route is cooling down"),
+            (n.METRIC_BREAKER_STATE, self._observe_breaker, "Breaker state per route: 0 closed, "
+             "1 half-open, 2 open"),
+            (n.METRIC_STORE_UP, self._observe_store, "1 while a shared health store (Redis) "
+             "shares health, 0 while each process is alone"),
+        ):  # fmt: skip
+            meter.create_observable_gauge(name, [observe], "1", description)
 
     # -- gauges ---------------------------------------------------------------------------------
     def watch(self, health: HealthStore) -> None:
@@ -283,19 +278,51 @@ class Telemetry:
             attributes=attributes,
         )
 
-    def fail_span(self, span: Span, failure: Failure, outcome: str) -> None:
-        attrs: dict[str, AttributeValue] = {
-            n.ATTEMPT_OUTCOME: outcome,
-            n.ERROR_TYPE: failure.error_type,
-            n.FAILURE_KIND: failure.kind.value,
-            n.FAILURE_IN_STREAM: failure.in_stream,
-        }
-        if failure.status is not None:
-            attrs[n.HTTP_RESPONSE_STATUS_CODE] = failure.status
-        if self.record_messages and failure.message:
-            attrs[n.FAILURE_MESSAGE] = failure.message
+    def end_attempt(
+        self,
+        span: Span,
+        route: str,
+        model: str,
+        outcome: str,
+        failure: Failure | None,
+        duration: float,
+        usage: Usage,
+    ) -> None:
+        """End an attempt's span (its outcome, its failure or the model that answered, the
+        usage it reported) and count it; a failed attempt's tokens count as failover's cost."""
+        attrs: dict[str, AttributeValue] = {n.ATTEMPT_OUTCOME: outcome}
+        if failure is None:
+            attrs[n.GEN_AI_RESPONSE_MODEL] = model
+        else:
+            attrs[n.ERROR_TYPE] = failure.error_type
+            attrs[n.FAILURE_KIND] = failure.kind.value
+            attrs[n.FAILURE_IN_STREAM] = failure.in_stream
+            if failure.status is not None:
+                attrs[n.HTTP_RESPONSE_STATUS_CODE] = failure.status
+            if self.record_messages and failure.message:
+                attrs[n.FAILURE_MESSAGE] = failure.message
+            span.set_status(Status(StatusCode.ERROR, failure.kind.value))
+        if usage.input_tokens is not None:
+            attrs[n.GEN_AI_USAGE_INPUT_TOKENS] = usage.input_tokens
+        if usage.output_tokens is not None:
+            attrs[n.GEN_AI_USAGE_OUTPUT_TOKENS] = usage.output_tokens
+        # A failure before the provider said how the answer ended (a truncated stream, an error
+        # status, a reset) ended it in an error.
+        reasons = usage.finish_reasons or (("error",) if outcome == "failure" else ())
+        if reasons:
+            attrs[n.GEN_AI_RESPONSE_FINISH_REASONS] = reasons
         span.set_attributes(attrs)
-        span.set_status(Status(StatusCode.ERROR, failure.kind.value))
+        span.end()
+        self.attempt_ended(route, outcome, failure.error_type if failure else None, duration)
+        if outcome == "failure":
+            for kind, count in (
+                (n.TOKEN_INPUT, usage.input_tokens),
+                (n.TOKEN_OUTPUT, usage.output_tokens),
+            ):
+                if count:
+                    self.failover_tokens.add(
+                        count, {n.ROUTE: route, n.GEN_AI_TOKEN_TYPE: kind.value}
+                    )
 
     # -- decisions ------------------------------------------------------------------------------
     def retry(self, span: Span, route: str, attempt: int, delay: float, failure: Failure) -> None:
@@ -356,8 +383,11 @@ class Telemetry:
         """An operator ``cleared`` or ``drained`` the route (``swerve routes``)."""
         span.add_event(n.EVENT_OPERATOR, {n.ROUTE: route, n.OPERATOR_ACTION: action})
 
-    def route_skipped(self, span: Span, route: str) -> None:
-        span.add_event(n.EVENT_ROUTE_SKIPPED, {n.ROUTE: route, n.REASON: "degraded"})
+    def route_skipped(self, span: Span, route: str, learned: str) -> None:
+        """A call walked past ``route``, degraded by a cooldown or breaker ``learned`` by its own
+        Failover (``this_failover``) or by another sharing its store (``elsewhere``)."""
+        attrs = {n.ROUTE: route, n.REASON: "degraded", n.COOLDOWN_LEARNED: learned}
+        span.add_event(n.EVENT_ROUTE_SKIPPED, attrs)
         self.route_skips.add(1, {n.ROUTE: route})
 
     def breaker(self, span: Span | None, transition: BreakerTransition) -> None:
@@ -395,6 +425,21 @@ class Telemetry:
             n.EVENT_DOWNGRADE, {n.ROUTE: route, n.DOWNGRADE_REMOVED: removed}
         )
         self.downgrades.add(1, {n.ROUTE: route})
+
+
+class Attached:
+    """Make the attempt span current while the adapter's code runs, so HTTP spans nest under it."""
+
+    __slots__ = ("_ctx", "_token")
+
+    def __init__(self, ctx: otel_context.Context) -> None:
+        self._ctx = ctx
+
+    def __enter__(self) -> None:
+        self._token = otel_context.attach(self._ctx)
+
+    def __exit__(self, *_: object) -> None:
+        otel_context.detach(self._token)
 
 
 _default: Telemetry | None = None

@@ -1,17 +1,47 @@
-"""The public types of swerve.httpx: the Upstream, its wire, its errors, swerve's headers."""
+"""The public types of swerve.httpx: the Upstream, its wire, its errors, swerve's headers; and
+which upstream each live transport serves a route name with, per health store."""
 
 from __future__ import annotations
 
+import gc
+import hashlib
+import itertools
 import json
-from collections.abc import Mapping
+import threading
+import weakref
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from ._config import FallbackConfig
+from ._policy import walk
 
 Wire = Literal["openai", "anthropic"]
 ROUTE_HEADER = "x-swerve-route"
 """Pin one request to a route: no swaps, no walking past a cooling route."""
 SWITCH_HEADER = "x-swerve-failover"
 """``off`` sends one request to its route once, without swerve's retries or swaps."""
+
+
+def check_chains(config: FallbackConfig | None, wires: Mapping[str, str]) -> None:
+    """Refuse every route a call could start on or swap to that ``wires`` (route -> wire)
+    cannot serve: no upstream, or another wire (swerve does not translate between wires)."""
+    if config is None or not config.enabled:
+        return
+    kinds = [None, *config.fallbacks_by_failure]  # the plain map, then each kind's map
+    for kind, requested in ((k, r) for k in kinds for r in wires):
+        # The whole walk, not max_swaps steps of it: a call starts on, or swaps to, the
+        # first route of the walk that is not degraded, however far along it is.
+        for current, target in itertools.pairwise(walk(config, requested, requested, kind)):
+            if target not in wires:
+                raise ValueError(f"route {current} falls back to {target}, which has no Upstream")
+            if wires[target] != wires[current]:
+                raise ValueError(
+                    f"route {current} ({wires[current]} wire) falls back to {target} "
+                    f"({wires[target]} wire): swerve does not translate "
+                    "between wires; map routes of the same wire to each other"
+                )
+
 
 _ENDPOINTS: dict[str, str] = {"openai": "/chat/completions", "anthropic": "/v1/messages"}
 
@@ -46,6 +76,81 @@ class Upstream:
     @property
     def endpoint(self) -> str:
         return self.base_url + _ENDPOINTS[self.wire]
+
+
+# Which upstream each live transport serves a route name with, per health store: cooldowns are
+# keyed by route name, so two upstreams under one name in one store would cool each other.
+_Identity = tuple[str, str | None]
+_SERVED: dict[tuple[int, str], dict[int, _Identity]] = {}
+_SERVED_LOCK = threading.Lock()
+_TOKENS = itertools.count()
+
+
+def claim_routes(
+    owner: object, store: object, upstreams: Mapping[str, Upstream]
+) -> Callable[[], Any]:
+    """Record that ``owner`` serves each route of ``upstreams`` from ``store``, or raise
+    ValueError when another live owner on the same store serves one of those route names with
+    another base URL or API key. The claim ends when the returned function is called (the
+    transport is closed) or ``owner`` is garbage-collected."""
+    keys = [(id(store), route) for route in upstreams]
+    claimed = _claim(owner, keys, upstreams)
+    if isinstance(claimed, tuple):
+        gc.collect()  # an owner nobody can reach any more serves nothing: let it go first
+        claimed = _claim(owner, keys, upstreams)
+    if not isinstance(claimed, tuple):
+        return claimed
+    route, mine, theirs = claimed
+    also = " with another API key" if mine == theirs else ""
+    raise ValueError(
+        f"route {route} is served by {mine}{also} here, and by {theirs} in another live "
+        "transport that shares this health store: a cooldown learned on one would send the "
+        "other's calls elsewhere. Close the other transport first, give each its own store "
+        "(health=MemoryHealth()), or name the routes apart"
+    )
+
+
+def _claim(
+    owner: object, keys: list[tuple[int, str]], upstreams: Mapping[str, Upstream]
+) -> weakref.finalize[Any, Any] | tuple[str, str, str]:
+    """The claim, or the conflict that refuses it (checked and claimed under one lock: two
+    transports built at once on two threads)."""
+    with _SERVED_LOCK:
+        conflict = _conflict(keys, upstreams)
+        if conflict is not None:
+            return conflict
+        token = next(_TOKENS)
+        for key, upstream in zip(keys, upstreams.values(), strict=True):
+            _SERVED.setdefault(key, {})[token] = _identity(upstream)
+    return weakref.finalize(owner, _release, keys, token)
+
+
+def _identity(upstream: Upstream) -> _Identity:
+    """Where it sends and as whom: the base URL, and a hash of the key (never the key)."""
+    key = upstream.api_key
+    return upstream.base_url, hashlib.sha256(key.encode()).hexdigest() if key else None
+
+
+def _conflict(
+    keys: list[tuple[int, str]], upstreams: Mapping[str, Upstream]
+) -> tuple[str, str, str] | None:
+    """A route of ``upstreams`` another owner serves from the same store with another upstream:
+    the route, the base URL given here, the other's."""
+    for key, upstream in zip(keys, upstreams.values(), strict=True):
+        mine = _identity(upstream)
+        for other in _SERVED.get(key, {}).values():
+            if other != mine:
+                return key[1], mine[0], other[0]
+    return None
+
+
+def _release(keys: list[tuple[int, str]], token: int) -> None:
+    with _SERVED_LOCK:
+        for key in keys:
+            claims = _SERVED.get(key, {})
+            claims.pop(token, None)
+            if not claims:
+                _SERVED.pop(key, None)
 
 
 class UpstreamStatusError(Exception):

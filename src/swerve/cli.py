@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from . import _cli_config, _cli_demo, _cli_health
+from . import _cli_config, _cli_dashboards, _cli_demo, _cli_health
 from ._config import DEFAULT_ENV_VAR
 from ._failover import HEALTH_PREFIX_VAR, HEALTH_URL_VAR
 
@@ -38,12 +38,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     source = check.add_mutually_exclusive_group()
     source.add_argument("--env", metavar="VAR", help=f"read JSON from VAR ({DEFAULT_ENV_VAR})")
     source.add_argument("file", nargs="?", type=Path, help="a JSON config file")
+    check.add_argument(
+        "--allow-unset",
+        action="store_true",
+        help="with --env: an unset or empty VAR is valid (calls pass straight through)",
+    )
     health = sub.add_parser(
         "health", help="probe every route of a config file with a minimal real completion"
     )
     health.add_argument("file", type=Path, help="JSON config with an 'upstreams' section")
     health.add_argument("--timeout", type=float, default=20.0, help="seconds per probe")
     _add_routes(sub)
+    _cli_dashboards.add_parser(sub)
     args = parser.parse_args(argv)
     if args.command == "demo":
         return _cli_demo.demo(fast=args.fast, metrics_port=args.metrics_port, hold=args.hold)
@@ -51,7 +57,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _cli_health.health(args.file, args.timeout)
     if args.command == "routes":
         return _cli_health.routes(args)
-    return _cli_config.check(args.file, args.env)
+    if args.command == "dashboards":
+        return _cli_dashboards.export(args.directory, args.config)
+    return _cli_config.check(args.file, args.env, allow_unset=args.allow_unset)
 
 
 # --- routes: arguments (checked while parsing) ----------------------------------------------

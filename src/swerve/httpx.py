@@ -153,6 +153,7 @@ class FailoverTransport(_Transport, httpx.BaseTransport):
             response.close()
 
     def close(self) -> None:
+        self._core.release()
         for transport in self._core.transports(self._inner):
             transport.close()
 
@@ -265,6 +266,7 @@ class AsyncFailoverTransport(_Transport, httpx.AsyncBaseTransport):
         task.add_done_callback(ended)
 
     async def aclose(self) -> None:
+        self._core.release()
         left = list(self._left)
         for task in left:
             task.cancel()  # the pools close next: nothing can be orphaned in them any more

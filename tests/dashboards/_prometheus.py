@@ -83,54 +83,76 @@ class Workload:
         return self.proc.stderr.read() if self.proc.stderr else ""
 
 
-class Prometheus:
-    """The Debian package's prometheus on 127.0.0.1, with its config and storage in ``home``."""
+class Server:
+    """A service binary on 127.0.0.1 started by a test, its output in ``home/<name>.log``, ready
+    once ``/-/ready`` answers 200 (Prometheus and Alertmanager both serve it)."""
 
-    def __init__(self, home: Path, target: str, rules: str) -> None:
-        (home / "rules.yml").write_text(rules)
-        (home / "prometheus.yml").write_text(
-            json.dumps(  # JSON is YAML
-                {
-                    "global": {
-                        "scrape_interval": "1s",
-                        "scrape_timeout": "1s",
-                        "evaluation_interval": "1s",
-                    },
-                    "rule_files": [str(home / "rules.yml")],
-                    "scrape_configs": [
-                        {"job_name": "swerve", "static_configs": [{"targets": [target]}]}
-                    ],
-                }
-            )
-        )
-        self.log = home / "prometheus.log"
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+    def __init__(self, name: str, command: list[str], home: Path, url: str) -> None:
+        self.name = name
+        self.log = home / f"{name.lower()}.log"
         with self.log.open("w") as log:
-            self.proc = subprocess.Popen(
-                [
-                    binary("prometheus"),
-                    f"--config.file={home / 'prometheus.yml'}",
-                    f"--storage.tsdb.path={home / 'data'}",
-                    f"--web.listen-address=127.0.0.1:{self.port}",
-                    "--rules.alert.resend-delay=1s",
-                ],
-                stdout=log, stderr=subprocess.STDOUT, cwd=home,
-            )  # fmt: skip
-        self.client = httpx.Client(base_url=self.url, timeout=5)
+            self.proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=home)
+        self.client = httpx.Client(base_url=url, timeout=5)
+
+    def wait_ready(self) -> None:
         try:
-            wait_for("Prometheus to be ready", self._ready, timeout=30)
+            wait_for(f"{self.name} to be ready", self._ready, timeout=30)
         except AssertionError:
             self.stop()
-            raise AssertionError(f"Prometheus did not start:\n{self.log.read_text()}") from None
+            raise AssertionError(f"{self.name} did not start:\n{self.log.read_text()}") from None
 
     def _ready(self) -> bool:
         if self.proc.poll() is not None:
-            raise AssertionError(f"Prometheus exited:\n{self.log.read_text()}")
+            raise AssertionError(f"{self.name} exited:\n{self.log.read_text()}")
         try:
             return self.client.get("/-/ready").status_code == 200
         except httpx.TransportError:
             return False
+
+    def stop(self) -> None:
+        self.client.close()
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+class Prometheus(Server):
+    """The Debian package's prometheus on 127.0.0.1, with its config and storage in ``home``;
+    it sends its alerts to the Alertmanager at ``alertmanager`` (``host:port``), if given."""
+
+    def __init__(
+        self, home: Path, target: str, rules: str, alertmanager: str | None = None
+    ) -> None:
+        (home / "rules.yml").write_text(rules)
+        config: dict[str, Any] = {
+            "global": {
+                "scrape_interval": "1s",
+                "scrape_timeout": "1s",
+                "evaluation_interval": "1s",
+            },
+            "rule_files": [str(home / "rules.yml")],
+            "scrape_configs": [{"job_name": "swerve", "static_configs": [{"targets": [target]}]}],
+        }
+        if alertmanager is not None:
+            config["alerting"] = {
+                "alertmanagers": [{"static_configs": [{"targets": [alertmanager]}]}]
+            }
+        (home / "prometheus.yml").write_text(json.dumps(config))  # JSON is YAML
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        command = [
+            binary("prometheus"),
+            f"--config.file={home / 'prometheus.yml'}",
+            f"--storage.tsdb.path={home / 'data'}",
+            f"--web.listen-address=127.0.0.1:{self.port}",
+            "--rules.alert.resend-delay=1s",
+        ]
+        super().__init__("Prometheus", command, home, self.url)
+        self.wait_ready()
 
     def api(self, path: str, **params: str) -> Any:
         response = self.client.get(f"/api/v1/{path}", params=params)
@@ -152,13 +174,3 @@ class Prometheus:
             for a in found
             if a["labels"]["alertname"] == name and (state is None or a["state"] == state)
         ]
-
-    def stop(self) -> None:
-        self.client.close()
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()

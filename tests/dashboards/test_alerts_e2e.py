@@ -18,10 +18,11 @@ from typing import Any
 
 import pytest
 
-from dashboards import HERE, PROMETHEUS_NAMES
-from dashboards.rules import Timing, alert_rules, render
+from dashboards import HERE
 from swerve import FallbackConfig
 from swerve import _telemetry as telemetry
+from swerve._dashboards import PROMETHEUS_NAMES, dashboard
+from swerve._dashboards.rules import Timing, alert_rules, render
 
 from ._prometheus import Prometheus, Workload, wait_for
 
@@ -72,7 +73,7 @@ def _no_swerve_alerts(prometheus: Prometheus) -> bool:
 
 
 def _panel_queries() -> list[tuple[str, str]]:
-    board = json.loads((HERE / "swerve.json").read_text())
+    board = json.loads(dashboard())
     queries = []
     for panel in board["panels"]:
         for target in panel.get("targets", []):

@@ -19,17 +19,17 @@ from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from opentelemetry.sdk.metrics import MeterProvider
 from prometheus_client import CollectorRegistry, generate_latest
 
-from dashboards import HERE, PROMETHEUS_NAMES, grafana, label
+from dashboards import HERE, grafana
+from dashboards.__main__ import DASHBOARD, shipped_rules
 from dashboards.__main__ import main as generate
-from dashboards.__main__ import shipped_rules
-from dashboards.rules import alert_rules, chain, render
 from swerve import FallbackConfig, MemoryHealth, RedisHealth, Telemetry
 from swerve import _telemetry as names
+from swerve._dashboards import PROMETHEUS_NAMES, label
+from swerve._dashboards.rules import alert_rules, chain, render
 from swerve._health import CooldownRule
 
 from ._prometheus import binary, free_port
 
-DASHBOARD = HERE / "swerve.json"
 ALERTS = HERE / "alerts.yml"
 ALERTS_TEST = HERE / "alerts_test.yml"
 LABELS = {

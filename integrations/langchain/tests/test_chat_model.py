@@ -111,6 +111,7 @@ async def test_two_503s_then_the_fallback_answers_and_the_next_call_starts_there
         "served": F,
         "retries": 0,
         "swaps": 0,
+        "skipped": [{"route": P, "learned": "this_failover"}],  # this model cooled it
     }
     assert fake.requests("primary") == 2
     assert [e[1]["swerve.route"] for e in otel.events("swerve.route_skipped")] == [P]

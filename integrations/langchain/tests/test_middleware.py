@@ -69,6 +69,7 @@ async def test_two_steps_the_second_starts_on_the_healthy_route(
     assert isinstance(final, AIMessage) and final.text == "It is sunny in Oslo."
     assert final.response_metadata["swerve"] == {
         "requested": P, "served": F, "retries": 0, "swaps": 0,
+        "skipped": [{"route": P, "learned": "this_failover"}],
     }  # fmt: skip
     # Step 1 paid the retry and the swap; step 2 went straight to the fallback.
     assert (fake.requests("primary"), fake.requests("fallback")) == (2, 2)
@@ -154,3 +155,38 @@ def test_a_model_that_is_not_a_route_passes_through(routes: dict[str, Any], fake
     seen: list[Any] = []
     middleware.wrap_model_call(request, lambda req: seen.append(req.model))  # type: ignore[arg-type,func-returns-value]
     assert seen == [other]
+
+
+BLOCK_LANGCHAIN = """
+import importlib.abc, sys
+
+class NoLangchain(importlib.abc.MetaPathFinder):
+    # As if the "agents" extra were not installed: langchain (v1) cannot be imported.
+    def find_spec(self, name, path, target=None):
+        if name == "langchain" or name.startswith("langchain."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, NoLangchain())
+import swerve_langchain
+print(swerve_langchain.FailoverChatModel.__name__)  # the rest works without langchain
+try:
+    from swerve_langchain import FailoverMiddleware
+except ImportError as exc:
+    print(f"{type(exc).__name__}: {exc}")
+"""
+
+
+def test_failover_middleware_without_langchain_says_which_extra_to_install() -> None:
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-c", BLOCK_LANGCHAIN], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        "FailoverChatModel",
+        "ImportError: FailoverMiddleware needs langchain (v1): "
+        "pip install 'swerve-langchain[agents]'",
+    ]

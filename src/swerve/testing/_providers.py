@@ -104,5 +104,7 @@ class Providers:
 
 
 def check_name(provider: str) -> None:
+    if not isinstance(provider, str):
+        raise TypeError(f"provider must be a str (its URL path segment), got {provider!r}")
     if not provider or "/" in provider or "?" in provider:
         raise ValueError(f"provider name must be one URL path segment, got {provider!r}")

@@ -92,18 +92,31 @@ class FakeProvider:
         check_name(provider)
         return f"http://127.0.0.1:{self.port}/{provider}"
 
+    # The request handlers read what these store on the server's threads: a wrong type is
+    # refused here, at the call, where a traceback points at the test that made it.
+
     def set_reply(self, provider: str, reply: Reply) -> None:
         """What ``provider`` answers from now on when no fault applies."""
+        _expect("set_reply", "reply", reply, Reply, "Reply(text='hi')")
         self._providers.set_reply(provider, reply)
 
     def set_fault(self, provider: str, fault: Fault) -> None:
         """The standing fault of ``provider``; also releases its hung requests."""
+        _expect("set_fault", "fault", fault, Fault, "Fault.status(503)")
         self._providers.set_fault(provider, fault)
 
     def script(self, provider: str, faults: Iterable[Fault]) -> None:
         """Replace ``provider``'s fault queue: request k takes ``faults[k]``, then the standing
         fault applies. Also releases its hung requests."""
-        self._providers.script(provider, faults)
+        if isinstance(faults, Fault | str | bytes) or not isinstance(faults, Iterable):
+            raise TypeError(
+                f"script(): faults must be a list of Fault, e.g. [Fault.status(503)], "
+                f"got {_kind(faults)}"
+            )
+        queue = list(faults)
+        for i, fault in enumerate(queue):
+            _expect("script", f"faults[{i}]", fault, Fault, "Fault.status(503)")
+        self._providers.script(provider, queue)
 
     def requests(self, provider: str) -> int:
         """How many completion requests ``provider`` received, failed and invalid ones included."""
@@ -124,3 +137,17 @@ class FakeProvider:
     def wait_for_requests(self, provider: str, n: int, timeout: float = 5.0) -> bool:
         """Block until ``provider`` has received at least ``n`` requests; False on timeout."""
         return self._providers.wait_for_requests(provider, n, timeout)
+
+
+def _kind(value: object) -> str:
+    """``value`` for a message: its type and a short repr (``int 503``, ``Fault(kind=...``)."""
+    name, text = type(value).__name__, repr(value)
+    text = text if len(text) <= 40 else text[:37] + "..."
+    return text if text.startswith(name) else f"{name} {text}"
+
+
+def _expect(method: str, name: str, value: object, kind: type, example: str) -> None:
+    if not isinstance(value, kind):
+        raise TypeError(
+            f"{method}(): {name} must be a {kind.__name__}, e.g. {example}, got {_kind(value)}"
+        )

@@ -32,9 +32,17 @@ __all__ = [
 ]
 
 
+_AGENTS_HINT = "FailoverMiddleware needs langchain (v1): pip install 'swerve-langchain[agents]'"
+
+
 def __getattr__(name: str) -> Any:
     if name == "FailoverMiddleware":  # langchain (v1) is the optional "agents" extra
-        from ._middleware import FailoverMiddleware
-
+        try:
+            from ._middleware import FailoverMiddleware
+        except ImportError as exc:
+            missing = exc.name or ""
+            if missing != "langchain" and not missing.startswith("langchain."):
+                raise  # something else is broken: its own error says what
+            raise ImportError(_AGENTS_HINT, name=missing) from exc
         return FailoverMiddleware
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

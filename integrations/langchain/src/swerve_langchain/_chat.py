@@ -14,7 +14,7 @@ from langchain_core.outputs import ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable, RunnableConfig
 from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 
-from swerve import Attempt, AttemptRecord, Failover, FallbackConfig, HealthStore, Result, Route
+from swerve import Attempt, Failover, FallbackConfig, HealthStore, Result, Route
 
 from ._chunks import CHAT_SPEC
 from ._common import ANotify, Notify, anotifier, make_failover, notifier, summary, warn_retries
@@ -192,28 +192,28 @@ class FailoverChatModel(BaseChatModel):
         attempt: Attempt,
     ) -> ChatResult:  # fmt: skip
         rm, msgs = self._attempt(messages, attempt)
-        return rm.generate(msgs, stop, kwargs)
+        return rm.generate(msgs, stop, kwargs, attempt)
 
     async def _aattempt_generate(
         self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any],
         attempt: Attempt,
     ) -> ChatResult:  # fmt: skip
         rm, msgs = self._attempt(messages, attempt)
-        return await rm.agenerate(msgs, stop, kwargs)
+        return await rm.agenerate(msgs, stop, kwargs, attempt)
 
     def _attempt_stream(
         self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any],
         attempt: Attempt,
     ) -> Iterator[ChatGenerationChunk]:  # fmt: skip
         rm, msgs = self._attempt(messages, attempt)
-        return rm.stream(msgs, stop, kwargs)
+        return rm.stream(msgs, stop, kwargs, attempt)
 
     def _aattempt_stream(
         self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any],
         attempt: Attempt,
     ) -> AsyncIterator[ChatGenerationChunk]:  # fmt: skip
         rm, msgs = self._attempt(messages, attempt)
-        return rm.astream(msgs, stop, kwargs)
+        return rm.astream(msgs, stop, kwargs, attempt)
 
     # -- results --------------------------------------------------------------------------------
     def _stamp(self, message: BaseMessage, served: Route, info: dict[str, Any]) -> None:
@@ -226,18 +226,19 @@ class FailoverChatModel(BaseChatModel):
         message.response_metadata = meta
 
     def _finish(self, result: Result[ChatResult]) -> ChatResult:
-        info = summary(result.requested, result.route, result.attempts)
+        info = summary(result)
         for generation in result.value.generations:
             self._stamp(generation.message, result.route, info)
         return result.value
 
-    def _summary_chunk(
-        self, requested: Route, served: Route | None, attempts: tuple[AttemptRecord, ...]
-    ) -> ChatGenerationChunk:
-        meta: dict[str, Any] = {"swerve": summary(requested, served, attempts)}
-        if served is not None:
-            meta["model_provider"] = self._resolved[str(served)].target.provider
-        return ChatGenerationChunk(message=AIMessageChunk(content="", response_metadata=meta))
+    def _summary_chunk(self, result: Result[None]) -> ChatGenerationChunk:
+        """The stream's last chunk: what swerve did. Marked last, so that langchain-core adds no
+        empty last chunk after it and a reader of the final chunk finds the summary."""
+        meta: dict[str, Any] = {"swerve": summary(result)}
+        if (served := self._resolved.get(str(result.route))) is not None:
+            meta["model_provider"] = served.target.provider
+        message = AIMessageChunk(content="", response_metadata=meta, chunk_position="last")
+        return ChatGenerationChunk(message=message)
 
     # -- unary ----------------------------------------------------------------------------------
     def _generate(
@@ -308,7 +309,7 @@ class FailoverChatModel(BaseChatModel):
             self._requested, fn, CHAT_SPEC, mid_stream=self.mid_stream
         ) as stream:
             yield from relay(stream, notify)
-        yield self._summary_chunk(stream.requested, stream.route, stream.attempts)
+        yield self._summary_chunk(stream.result(None))
 
     async def _alive(
         self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any],
@@ -320,7 +321,7 @@ class FailoverChatModel(BaseChatModel):
         ) as stream:
             async for chunk in arelay(stream, notify):
                 yield chunk
-        yield self._summary_chunk(stream.requested, stream.route, stream.attempts)
+        yield self._summary_chunk(stream.result(None))
 
     def _stream(
         self,

@@ -8,12 +8,20 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 from langchain_core.outputs import ChatGenerationChunk, ChatResult
 
-from swerve import PartKind, StreamSpec
+from swerve import Attempt, PartKind, StreamSpec
 from swerve._failures import IncompleteStreamError
 
 from ._errors import ProviderStreamError
 
-__all__ = ["CHAT_SPEC", "achecked", "check_result", "checked", "part_of", "strict_finish"]
+__all__ = [
+    "CHAT_SPEC",
+    "achecked",
+    "check_result",
+    "checked",
+    "part_of",
+    "report",
+    "strict_finish",
+]
 
 _TEXT_BLOCKS = frozenset({"text", "text_delta", "output_text", "refusal"})
 _REASONING_BLOCKS = frozenset({"thinking", "redacted_thinking", "reasoning", "thinking_delta"})
@@ -100,18 +108,35 @@ def _raise_for_finish(finish: str, route: str) -> None:
         )
 
 
-class _Finish:
-    """Watches a route's chunks for the finish reason, and excuses a break after it; shared
-    by :func:`checked` and :func:`achecked`, which only differ in how they iterate."""
+def report(attempt: Attempt, message: BaseMessage, finish: str | None) -> None:
+    """A whole answer's token usage (``usage_metadata``) and finish reason, told the attempt."""
+    usage = getattr(message, "usage_metadata", None) or {}
+    reasons = (finish,) if finish is not None else ()
+    attempt.report_usage(usage.get("input_tokens"), usage.get("output_tokens"), reasons)
 
-    def __init__(self, route: str, strict: bool) -> None:
+
+class _Finish:
+    """Watches a route's chunks for the finish reason, and excuses a break after it; tells
+    the attempt the usage and finish reason the chunks carry. Shared by :func:`checked` and
+    :func:`achecked`, which only differ in how they iterate."""
+
+    def __init__(self, route: str, strict: bool, attempt: Attempt) -> None:
         self.route = route
         self.strict = strict
+        self.attempt = attempt
         self.finished = False
+        self.tokens = [0, 0]  # chunks carry parts of the usage (input first, output last)
 
     def see(self, chunk: ChatGenerationChunk) -> ChatGenerationChunk:
+        usage = getattr(chunk.message, "usage_metadata", None)
+        if usage:
+            self.tokens[0] += usage.get("input_tokens", 0)
+            self.tokens[1] += usage.get("output_tokens", 0)
+            self.attempt.report_usage(self.tokens[0], self.tokens[1])
         finish = chunk_finish(chunk)
         if finish is not None:
+            if not self.finished:  # some integrations repeat it on a later chunk
+                self.attempt.report_usage(finish_reasons=(finish,))
             _raise_for_finish(finish, self.route)
             self.finished = True
         return chunk
@@ -130,11 +155,11 @@ class _Finish:
 
 
 def checked(
-    chunks: Iterator[ChatGenerationChunk], route: str, strict: bool
+    chunks: Iterator[ChatGenerationChunk], route: str, strict: bool, attempt: Attempt
 ) -> Iterator[ChatGenerationChunk]:
     """A route's chunks, with the end verified."""
     try:
-        with _Finish(route, strict) as finish:
+        with _Finish(route, strict, attempt) as finish:
             for chunk in chunks:
                 yield finish.see(chunk)
     finally:
@@ -145,11 +170,11 @@ def checked(
 
 
 async def achecked(
-    chunks: AsyncIterator[ChatGenerationChunk], route: str, strict: bool
+    chunks: AsyncIterator[ChatGenerationChunk], route: str, strict: bool, attempt: Attempt
 ) -> AsyncIterator[ChatGenerationChunk]:
     """Async :func:`checked`."""
     try:
-        with _Finish(route, strict) as finish:
+        with _Finish(route, strict, attempt) as finish:
             async for chunk in chunks:
                 yield finish.see(chunk)
     finally:
@@ -159,10 +184,9 @@ async def achecked(
     finish.end()
 
 
-def check_result(result: ChatResult, route: str, strict: bool) -> ChatResult:
-    """A non-streaming result of a strict provider must say how it ended."""
-    if not strict:
-        return result
+def check_result(result: ChatResult, route: str, strict: bool, attempt: Attempt) -> ChatResult:
+    """A non-streaming result of a strict provider must say how it ended; its usage and
+    finish reasons are told the attempt."""
     for generation in result.generations:
         message: BaseMessage = generation.message
         finish = (
@@ -170,6 +194,9 @@ def check_result(result: ChatResult, route: str, strict: bool) -> ChatResult:
             or _finish_of(generation.generation_info)
             or _finish_of(result.llm_output)  # ChatAnthropic reports it there
         )
+        report(attempt, message, finish)
+        if not strict:
+            continue
         if finish is None:
             raise IncompleteStreamError(f"the response of {route} has no finish reason")
         _raise_for_finish(finish, route)

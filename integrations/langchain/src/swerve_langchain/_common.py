@@ -16,9 +16,10 @@ from langchain_core.callbacks import (
     CallbackManagerForLLMRun,
 )
 from langchain_core.language_models import BaseChatModel
+from langchain_core.outputs import LLMResult
 from langchain_core.runnables import Runnable, RunnableBinding
 
-from swerve import Attempt, AttemptRecord, Failover, FallbackConfig, HealthStore, Route, StreamReset
+from swerve import Attempt, Failover, FallbackConfig, HealthStore, Result, Route, StreamReset
 
 from ._errors import classify_langchain_error
 
@@ -67,16 +68,20 @@ def reset_data(reset: StreamReset, requested: Route) -> dict[str, str]:
     }
 
 
-def summary(
-    requested: Route, served: Route | None, attempts: tuple[AttemptRecord, ...]
-) -> dict[str, Any]:
-    """The ``swerve`` entry of ``response_metadata``."""
-    return {
-        "requested": str(requested),
-        "served": str(served or requested),
-        "retries": sum(1 for a in attempts if a.retry > 0),
-        "swaps": max((a.swap for a in attempts), default=0),
+def summary(result: Result[Any]) -> dict[str, Any]:
+    """The ``swerve`` entry of ``response_metadata``: the routes asked for and served, the
+    retries and swaps, and (when there were any) the degraded routes the call walked past,
+    each with who learned its cooldown: ``this_failover``, or ``elsewhere`` (another wrapper
+    on the same health store, another process through Redis, an operator)."""
+    info: dict[str, Any] = {
+        "requested": str(result.requested),
+        "served": str(result.route),
+        "retries": result.retries,
+        "swaps": result.swaps,
     }
+    if result.skipped:
+        info["skipped"] = [{"route": str(s.route), "learned": s.learned} for s in result.skipped]
+    return info
 
 
 _M = TypeVar("_M", CallbackManager, AsyncCallbackManager)
@@ -140,13 +145,29 @@ def anotifier(
 
 class EffectWatcher(BaseCallbackHandler):
     """Watches one attempt's run tree: a tool that ran there is an effect, so the attempt's
-    failure must surface rather than run the tool again on another route."""
+    failure must surface rather than run the tool again on another route; the chat models
+    that ran there report their token usage and finish reasons on the attempt."""
 
     run_inline = True  # in async runs too, so the effect is recorded before the failure
 
     def __init__(self, attempt: Attempt) -> None:
         self.attempt = attempt
         self._names: dict[Any, str] = {}
+        self._tokens = [0, 0]  # input, output: summed over the attempt's model runs
+
+    def on_llm_end(self, response: LLMResult, **kwargs: Any) -> None:
+        for generation in (g for gs in response.generations for g in gs):
+            message = getattr(generation, "message", None)
+            usage = getattr(message, "usage_metadata", None) or {}
+            self._tokens[0] += usage.get("input_tokens", 0)
+            self._tokens[1] += usage.get("output_tokens", 0)
+            info = {**(generation.generation_info or {}), **(response.llm_output or {})}
+            meta = getattr(message, "response_metadata", None) or {}
+            finish = meta.get("finish_reason") or meta.get("stop_reason")
+            finish = finish or info.get("finish_reason") or info.get("stop_reason")
+            inputs, outputs = self._tokens if usage else (None, None)
+            reasons = (finish,) if isinstance(finish, str) else ()
+            self.attempt.report_usage(inputs, outputs, reasons)
 
     def on_tool_start(
         self, serialized: dict[str, Any], input_str: str, *, run_id: Any, **kwargs: Any

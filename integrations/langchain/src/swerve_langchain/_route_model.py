@@ -72,29 +72,34 @@ class RouteModel:
         return call
 
     # -- the attempt ----------------------------------------------------------------------------
+    # Each tells ``attempt`` the token usage and finish reason the answer reports.
     def generate(
-        self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]
-    ) -> ChatResult:
+        self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any],
+        attempt: Attempt,
+    ) -> ChatResult:  # fmt: skip
         result = self.model._generate(messages, stop=stop, **self._call(kwargs))
-        return check_result(result, str(self.route), self.strict)
+        return check_result(result, str(self.route), self.strict, attempt)
 
     async def agenerate(
-        self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]
-    ) -> ChatResult:
+        self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any],
+        attempt: Attempt,
+    ) -> ChatResult:  # fmt: skip
         result = await self.model._agenerate(messages, stop=stop, **self._call(kwargs))
-        return check_result(result, str(self.route), self.strict)
+        return check_result(result, str(self.route), self.strict, attempt)
 
     def stream(
-        self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]
-    ) -> Iterator[ChatGenerationChunk]:
+        self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any],
+        attempt: Attempt,
+    ) -> Iterator[ChatGenerationChunk]:  # fmt: skip
         chunks = self.sources[0](self.model, messages, stop, self._call(kwargs))
-        return checked(chunks, str(self.route), self.strict)
+        return checked(chunks, str(self.route), self.strict, attempt)
 
     def astream(
-        self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]
-    ) -> AsyncIterator[ChatGenerationChunk]:
+        self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any],
+        attempt: Attempt,
+    ) -> AsyncIterator[ChatGenerationChunk]:  # fmt: skip
         chunks = self.sources[1](self.model, messages, stop, self._call(kwargs))
-        return achecked(chunks, str(self.route), self.strict)
+        return achecked(chunks, str(self.route), self.strict, attempt)
 
 
 _Source = Callable[

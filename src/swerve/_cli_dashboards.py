@@ -1,0 +1,70 @@
+"""``swerve dashboards export``: write the shipped Grafana dashboard and the alert rules."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from ._config import ConfigError, FallbackConfig
+
+__all__ = ["add_parser", "export"]
+
+ALERTS_FILE = "alerts.yml"
+
+
+def add_parser(sub: Any) -> None:
+    """Register ``dashboards export`` on the ``swerve`` command's subparsers."""
+    dashboards = sub.add_parser(
+        "dashboards", help="swerve's Grafana dashboard and Prometheus alert rules"
+    )
+    dashboards_sub = dashboards.add_subparsers(dest="dashboards_command", required=True)
+    export = dashboards_sub.add_parser(
+        "export",
+        help="write swerve.json (Grafana dashboard) and alerts.yml (Prometheus rules) into DIR",
+    )
+    export.add_argument("directory", type=Path, metavar="DIR", help="created if missing")
+    export.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="add one alert rule per chain of this JSON config (without it: the generic rules)",
+    )
+
+
+def export(directory: Path, config_file: Path | None) -> int:
+    try:
+        from ._dashboards import DASHBOARD_FILE, dashboard
+        from ._dashboards.rules import alert_rules, render
+    except ModuleNotFoundError as exc:
+        if exc.name != "yaml":
+            raise
+        print("swerve dashboards export needs pyyaml: pip install 'swerve[cli]'", file=sys.stderr)
+        return 2
+    if config_file is None:
+        config, source = FallbackConfig(), "no config (no chain rules: see --config)"
+    else:
+        from ._cli_file import read
+
+        try:
+            # The same file `swerve config check` and `swerve health` read.
+            config, source = read(config_file).config, config_file.name
+        except OSError as exc:
+            print(f"error: cannot read {config_file}: {exc.strerror}", file=sys.stderr)
+            return 2
+        except ConfigError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+    rules = alert_rules(config)
+    written = [directory / DASHBOARD_FILE, directory / ALERTS_FILE]
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        written[0].write_text(dashboard(), encoding="utf-8")
+        written[1].write_text(render(rules, source), encoding="utf-8")
+    except OSError as exc:
+        print(f"error: cannot write into {directory}: {exc.strerror}", file=sys.stderr)
+        return 2
+    chains = len(rules["groups"][1]["rules"])
+    print(f"wrote {written[0]} (the Grafana dashboard)")
+    print(f"wrote {written[1]} (Prometheus alert rules: the generic ones, {chains} for chains)")
+    return 0
