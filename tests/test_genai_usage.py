@@ -1,0 +1,151 @@
+"""GenAI usage on attempt spans through the failover transport: token counts and finish
+reasons read from JSON bodies and SSE streams of both wires, ``error`` for a stream cut short,
+and the tokens failed attempts cost (``swerve.failover.tokens``).
+
+Real openai / anthropic SDKs and httpx clients over the transport, sync and async (the
+``mode`` fixture), against the fake provider; spans and metrics through the real OTel SDK."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import httpx2
+import pytest
+
+from swerve import Failover, FallbackConfig
+from swerve import _names as names
+from swerve.httpx import Upstream
+from swerve.testing import FakeProvider, Fault, Reply
+
+from ._drive import Mode
+from .conftest import Otel
+
+OR, BK = "openrouter/gpt-x", "backup/gpt-x"  # OpenAI wire
+AN, AB = "anthropic/claude-x", "anthropic-backup/claude-x"  # Anthropic wire
+CONFIG = FallbackConfig(fallbacks={OR: BK, AN: AB}, max_retries=1, max_swaps=1, jitter=False)
+MESSAGES = [{"role": "user", "content": "hi"}]
+IN, OUT = names.GEN_AI_USAGE_INPUT_TOKENS, names.GEN_AI_USAGE_OUTPUT_TOKENS
+REASONS = names.GEN_AI_RESPONSE_FINISH_REASONS
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeProvider]:
+    with FakeProvider() as server:
+        for name in ("openrouter", "backup", "anthropic", "anthropic-backup"):
+            server.set_reply(name, Reply(text="one two three", usage=(12, 7)))
+        yield server
+
+
+@pytest.fixture(params=["sync", "async"])
+def mode(request: pytest.FixtureRequest) -> Iterator[Mode]:
+    driver = Mode(request.param == "sync")
+    yield driver
+    driver.close()
+
+
+@pytest.fixture
+def failover(make_failover: Any) -> Failover:
+    return make_failover(CONFIG)  # type: ignore[no-any-return]
+
+
+def _upstreams(fake: FakeProvider) -> dict[str, Upstream]:
+    return {
+        OR: Upstream(f"{fake.url('openrouter')}/v1", api_key="k"),
+        BK: Upstream(f"{fake.url('backup')}/v1", api_key="k"),
+        AN: Upstream(fake.url("anthropic"), wire="anthropic", api_key="k"),
+        AB: Upstream(fake.url("anthropic-backup"), wire="anthropic", api_key="k"),
+    }
+
+
+def _usage(otel: Otel) -> list[tuple[str, object, object, object]]:
+    """Each attempt span's route, input and output tokens and finish reasons, in order."""
+    return [
+        (
+            str(attrs[names.ROUTE]),
+            attrs.get(IN),
+            attrs.get(OUT),
+            tuple(r) if isinstance(r := attrs.get(REASONS), tuple | list) else r,
+        )
+        for attrs in (dict(s.attributes or {}) for s in otel.attempt_spans())
+    ]
+
+
+def _http(mode: Mode, fake: FakeProvider, failover: Failover, module: Any = httpx2) -> Any:
+    """A client over the transport: httpx2, as the current SDKs take; or plain httpx."""
+    return mode.client(_upstreams(fake), failover=failover, module=module)
+
+
+def test_openai_json_usage_and_finish_reason(
+    mode: Mode, fake: FakeProvider, failover: Failover, otel: Otel
+) -> None:
+    fake.script("openrouter", [Fault.status(503)])
+    sdk = mode.openai(_http(mode, fake, failover))
+    completion = sdk.create(model=OR, messages=MESSAGES)
+    assert completion.usage.prompt_tokens == 12  # the client gets the body unchanged
+    assert _usage(otel) == [(OR, None, None, ("error",)), (OR, 12, 7, ("stop",))]
+    # The failed attempt read no usage: it cost no tokens anyone was told of.
+    assert otel.counter(names.METRIC_FAILOVER_TOKENS) == 0
+
+
+def test_anthropic_json_usage_and_stop_reason(
+    mode: Mode, fake: FakeProvider, failover: Failover, otel: Otel
+) -> None:
+    sdk = mode.anthropic(_http(mode, fake, failover))
+    message = sdk.create(model=AN, max_tokens=10, messages=MESSAGES)
+    assert message.usage.output_tokens == 7
+    assert _usage(otel) == [(AN, 12, 7, ("end_turn",))]
+
+
+@pytest.mark.parametrize("include_usage", [True, False])
+def test_openai_stream_usage_when_asked_for(
+    mode: Mode, fake: FakeProvider, failover: Failover, otel: Otel, include_usage: bool
+) -> None:
+    sdk = mode.openai(_http(mode, fake, failover))
+    extra: dict[str, Any] = {"stream_options": {"include_usage": True}} if include_usage else {}
+    chunks = sdk.create(model=OR, messages=MESSAGES, stream=True, **extra)
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == (
+        "one two three"
+    )
+    tokens = (12, 7) if include_usage else (None, None)
+    assert _usage(otel) == [(OR, *tokens, ("stop",))]
+
+
+def test_anthropic_stream_usage_from_message_start_and_delta(
+    mode: Mode, fake: FakeProvider, failover: Failover, otel: Otel
+) -> None:
+    sdk = mode.anthropic(_http(mode, fake, failover))
+    final = sdk.final_message(model=AN, max_tokens=10, messages=MESSAGES)
+    assert final.usage.input_tokens == 12
+    assert _usage(otel) == [(AN, 12, 7, ("end_turn",))]
+
+
+def test_failed_stream_attempt_reports_error_and_counts_its_tokens(
+    mode: Mode, fake: FakeProvider, failover: Failover, otel: Otel
+) -> None:
+    # message_start (the input tokens) came, then the connection dropped: retried.
+    fake.script("anthropic", [Fault.drop_after(0)])
+    sdk = mode.anthropic(_http(mode, fake, failover))
+    assert sdk.stream_text(model=AN, max_tokens=10, messages=MESSAGES) == "one two three"
+    assert _usage(otel) == [(AN, 12, None, ("error",)), (AN, 12, 7, ("end_turn",))]
+    failed = {"swerve__route": AN, "gen_ai__token__type": "input"}
+    assert otel.counter(names.METRIC_FAILOVER_TOKENS, **failed) == 12
+    assert otel.counter(names.METRIC_FAILOVER_TOKENS, gen_ai__token__type="output") == 0
+    (metric,) = [m for m in otel.reader.get_metrics_data().resource_metrics[0].scope_metrics[0]
+                 .metrics if m.name == names.METRIC_FAILOVER_TOKENS]  # fmt: skip
+    assert metric.unit == "{token}"
+
+
+def test_truncated_stream_reports_error(
+    mode: Mode, fake: FakeProvider, failover: Failover, otel: Otel
+) -> None:
+    """A stream that ended before its final event (all content, no finish chunk): the output
+    had reached the client, so the attempt fails where it is, with finish reason ``error``."""
+    fake.set_fault("openrouter", Fault.no_finish())
+    http = _http(mode, fake, failover, httpx)
+    body = {"model": OR, "messages": MESSAGES, "stream": True}
+    url = "http://swerve.invalid/v1/chat/completions"
+    with pytest.raises(httpx.RemoteProtocolError), http.stream("POST", url, json=body) as r:
+        r.read()
+    assert _usage(otel) == [(OR, None, None, ("error",))]
