@@ -157,7 +157,8 @@ class _StreamBase(Generic[C]):
                 except BaseException as exc:
                     yield Close(upstream)
                     if self._whole(exc):
-                        if out := self._end():
+                        # A consumer that closed the stream takes no more chunks.
+                        if not isinstance(exc, GeneratorExit) and (out := self._end()):
                             yield Out(out)
                         self._succeeded(run)
                         return
@@ -210,7 +211,10 @@ class _StreamBase(Generic[C]):
         """Whether the answer was whole when ``exc`` broke the stream: its finish signal had
         arrived (a finish reason, a stop reason), so all that was lost is a terminator such
         as ``[DONE]`` or ``message_stop``. That is a success, not a failure of the route."""
-        return self._state.finished and not isinstance(exc, ABORTS)
+        state = self._state
+        if isinstance(exc, GeneratorExit):  # the consumer stopped reading after the whole answer
+            return state.finished and state.committed
+        return state.finished and not isinstance(exc, ABORTS)
 
     def _failed(self, run: _Call, exc: BaseException) -> Steps[float]:
         """Decide after a failure: the wait before the next attempt, or raise to surface."""

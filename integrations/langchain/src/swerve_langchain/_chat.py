@@ -18,6 +18,7 @@ from swerve import Attempt, Failover, FallbackConfig, HealthStore, Result, Route
 
 from ._chunks import CHAT_SPEC
 from ._common import ANotify, Notify, anotifier, make_failover, notifier, summary, warn_retries
+from ._framework_span import awithin, parented, within
 from ._live import arelay, collect, relay
 from ._route_model import RouteModel
 from ._stream_call import StreamCall, aopened, current, opened
@@ -248,10 +249,11 @@ class FailoverChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        if (run := self._token_run(run_manager, kwargs, async_api=False)) is not None:
-            return self._generate_live(messages, stop, run, kwargs)
-        fn = partial(self._attempt_generate, messages, stop, kwargs)
-        return self._finish(self._failover.call(self._requested, fn))
+        with parented(run_manager):  # swerve's call span under the framework's LLM span
+            if (run := self._token_run(run_manager, kwargs, async_api=False)) is not None:
+                return self._generate_live(messages, stop, run, kwargs)
+            fn = partial(self._attempt_generate, messages, stop, kwargs)
+            return self._finish(self._failover.call(self._requested, fn))
 
     async def _agenerate(
         self,
@@ -260,10 +262,11 @@ class FailoverChatModel(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        if (run := self._token_run(run_manager, kwargs, async_api=True)) is not None:
-            return await self._agenerate_live(messages, stop, run, kwargs)
-        fn = partial(self._aattempt_generate, messages, stop, kwargs)
-        return self._finish(await self._failover.acall(self._requested, fn))
+        with parented(run_manager):
+            if (run := self._token_run(run_manager, kwargs, async_api=True)) is not None:
+                return await self._agenerate_live(messages, stop, run, kwargs)
+            fn = partial(self._aattempt_generate, messages, stop, kwargs)
+            return self._finish(await self._failover.acall(self._requested, fn))
 
     def _generate_live(
         self, messages: list[BaseMessage], stop: list[str] | None,
@@ -332,7 +335,7 @@ class FailoverChatModel(BaseChatModel):
     ) -> Iterator[ChatGenerationChunk]:
         call = current()
         notify = notifier(run_manager, call.manager if call else None, self._requested)
-        yield from self._live(messages, stop, kwargs, notify)
+        yield from within(run_manager or call, self._live(messages, stop, kwargs, notify))
 
     async def _astream(
         self,
@@ -343,7 +346,8 @@ class FailoverChatModel(BaseChatModel):
     ) -> AsyncIterator[ChatGenerationChunk]:
         call = current()
         notify = anotifier(run_manager, call.amanager if call else None, self._requested)
-        async for chunk in self._alive(messages, stop, kwargs, notify):
+        run = run_manager or call  # stream() hands _stream no run manager
+        async for chunk in awithin(run, self._alive(messages, stop, kwargs, notify)):
             yield chunk
 
     def stream(
