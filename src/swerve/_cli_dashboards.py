@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ._config import ConfigError, FallbackConfig
+from ._config import FallbackConfig
 
 __all__ = ["add_parser", "export"]
 
@@ -44,17 +44,13 @@ def export(directory: Path, config_file: Path | None) -> int:
     if config_file is None:
         config, source = FallbackConfig(), "no config (no chain rules: see --config)"
     else:
-        from ._cli_file import read
+        from ._cli_file import read_or_exit_code
 
-        try:
-            # The same file `swerve config check` and `swerve health` read.
-            config, source = read(config_file).config, config_file.name
-        except OSError as exc:
-            print(f"error: cannot read {config_file}: {exc.strerror}", file=sys.stderr)
-            return 2
-        except ConfigError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
+        # The same file `swerve config check` and `swerve health` read.
+        found = read_or_exit_code(config_file, lambda f: f.config, invalid=1)
+        if isinstance(found, int):
+            return found
+        config, source = found, config_file.name
     rules = alert_rules(config)
     written = [directory / DASHBOARD_FILE, directory / ALERTS_FILE]
     try:

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 from urllib.parse import urlsplit
 
 from pydantic import ConfigDict, Field
@@ -18,6 +19,8 @@ from ._config import CheckedModel, ConfigError, FallbackConfig
 from ._routes import Route
 from ._upstream import check_chains
 from .httpx import Upstream
+
+T = TypeVar("T")
 
 __all__ = ["CliFile", "HealthSpec", "UpstreamSpec", "load", "read"]
 
@@ -76,6 +79,19 @@ class CliFile:
         if not url:
             raise ConfigError(f"{self.source}: health.url_env: ${self.health.url_env} is not set")
         return url
+
+
+def read_or_exit_code(path: Path, then: Callable[[CliFile], T], *, invalid: int = 2) -> T | int:
+    """``then(read(path))``, or, printed to stderr why not, the command's exit code: 2 for a
+    file that cannot be read, ``invalid`` for one that holds a bad config."""
+    try:
+        return then(read(path))
+    except OSError as exc:
+        print(f"error: cannot read {path}: {exc.strerror}", file=sys.stderr)
+        return 2
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return invalid
 
 
 def read(path: Path) -> CliFile:

@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ._config import ConfigError
 from ._failover import HEALTH_PREFIX_VAR, HEALTH_URL_VAR
 
 if TYPE_CHECKING:
@@ -24,18 +23,13 @@ __all__ = ["health", "routes"]
 
 
 def health(file: Path, timeout: float) -> int:
-    from ._cli_file import read
+    from ._cli_file import read_or_exit_code
     from ._probe import SKIP_ENV, probe
 
-    try:
-        loaded = read(file)
-        config, upstreams = loaded.config, loaded.resolve_upstreams()
-    except OSError as exc:
-        print(f"error: cannot read {file}: {exc.strerror}", file=sys.stderr)
-        return 2
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    loaded = read_or_exit_code(file, lambda f: (f.config, f.resolve_upstreams()))
+    if isinstance(loaded, int):
+        return loaded
+    config, upstreams = loaded
     if not upstreams:
         print(f"error: {file} declares no upstreams", file=sys.stderr)
         return 2
@@ -92,18 +86,16 @@ def _probe_row(r: Probe) -> tuple[str, str, str, str, str]:
 def routes(args: argparse.Namespace) -> int:
     file_url = file_prefix = None
     if (path := getattr(args, "config", None)) is not None:
-        from ._cli_file import read
+        from ._cli_file import CliFile, read_or_exit_code
 
-        try:
-            loaded = read(path)
-            file_url = loaded.health_url() if getattr(args, "url", None) is None else None
-            file_prefix = loaded.health.prefix if loaded.health is not None else None
-        except OSError as exc:
-            print(f"error: cannot read {path}: {exc.strerror}", file=sys.stderr)
-            return 2
-        except ConfigError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+        def fleet(f: CliFile) -> tuple[str | None, str | None]:
+            url = f.health_url() if getattr(args, "url", None) is None else None
+            return url, f.health.prefix if f.health is not None else None
+
+        found = read_or_exit_code(path, fleet)
+        if isinstance(found, int):
+            return found
+        file_url, file_prefix = found
     url = getattr(args, "url", None) or file_url or os.environ.get(HEALTH_URL_VAR, "").strip()
     if not url:
         print(
