@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from swerve import Failover, FallbackConfig, MemoryHealth
-from swerve.testing import FakeClock, TelemetryRecorder
+from swerve.testing import FakeClock, FakeProvider, Reply, TelemetryRecorder
 
 __all__ = ["FakeClock", "Otel"]
 
@@ -26,6 +26,16 @@ def otel() -> Iterator[TelemetryRecorder]:
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeProvider]:
+    """A fake provider whose "primary" and "fallback" answer by name (tests that need other
+    providers or replies define their own ``fake``)."""
+    with FakeProvider() as server:
+        server.set_reply("primary", Reply(text="from primary"))
+        server.set_reply("fallback", Reply(text="from fallback"))
+        yield server
 
 
 @pytest.fixture

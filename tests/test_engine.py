@@ -261,14 +261,6 @@ def make_failover(otel: Otel, clock: FakeClock, health: MemoryHealth) -> Callabl
     return make
 
 
-@pytest.fixture
-def fake() -> Iterator[FakeProvider]:
-    with FakeProvider() as server:
-        server.set_reply("primary", Reply(text="from primary"))
-        server.set_reply("fallback", Reply(text="from fallback"))
-        yield server
-
-
 def cool(health: MemoryHealth, route: str, clock: FakeClock, seconds: float) -> None:
     health.cool_down(route, clock.now, CooldownRule(seconds, seconds))
 

@@ -7,7 +7,7 @@ from one body, over real httpx against the fake provider, on a :class:`FakeClock
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -26,14 +26,6 @@ from .conftest import FakeClock, Otel
 P, F = "primary/model-a", "fallback/model-b"
 DEFAULT = object()  # what a client passes to mean "my own default" (httpx.USE_CLIENT_DEFAULT)
 MESSAGES = [{"role": "user", "content": "hi"}]
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeProvider]:
-    with FakeProvider() as server:
-        server.set_reply("primary", Reply(text="from primary"))
-        server.set_reply("fallback", Reply(text="from fallback"))
-        yield server
 
 
 @pytest.fixture(params=["sync", "async"])

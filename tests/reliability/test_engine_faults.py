@@ -14,7 +14,7 @@ import socket
 import statistics
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -25,7 +25,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 
 from swerve import Attempt, BreakerConfig, Failover, FallbackConfig, MemoryHealth, Telemetry
 from swerve._health import Admission, BreakerState, CooldownRule, Outcome
-from swerve.testing import FakeClock, FakeProvider, Fault, Reply, TelemetryRecorder
+from swerve.testing import FakeClock, FakeProvider, Fault, TelemetryRecorder
 
 from .conftest import Report
 
@@ -118,14 +118,6 @@ class GatedStore(MemoryHealth):
                 self.record(route, Outcome.NEUTRAL, now, config, probe=True, period=admitted.period)
                 raise
         return admitted
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeProvider]:
-    with FakeProvider() as server:
-        server.set_reply("primary", Reply(text="from primary"))
-        server.set_reply("fallback", Reply(text="from fallback"))
-        yield server
 
 
 # Each point: how to set the store up, and what the attempt does (reach the gate somewhere).
