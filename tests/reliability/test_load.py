@@ -485,12 +485,16 @@ def test_half_open_admits_exactly_the_configured_probes(figure: Any) -> None:
             pool.shutdown(wait=False)
             # Every call not admitted swaps to b at once; the admitted ones hang on a. Wait
             # (bounded) until every call is either done or a request in flight on a.
-            for _ in range(2000):
+            # Bounded in time, not in passes: waiting on the pending calls only (the done ones
+            # would end every wait at once, and a loaded machine outlasts any pass count).
+            deadline = loop.time() + 60
+            while loop.time() < deadline:
                 done = sum(f.done() for f in futures)
                 hanging = fake.requests("a") - start - answered_on_a
                 if done + hanging >= len(futures):
                     break
-                await asyncio.wait(futures, timeout=0.01, return_when=asyncio.FIRST_COMPLETED)
+                waiting = [f for f in futures if not f.done()]
+                await asyncio.wait(waiting, timeout=0.05, return_when=asyncio.FIRST_COMPLETED)
             pending = [f for f in futures if not f.done()]
             ended.extend(futures)
             return fake.requests("a") - start, pending
