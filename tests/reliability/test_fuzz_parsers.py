@@ -379,7 +379,10 @@ class_names = st.one_of(
             *("ConnectError", "RemoteProtocolError", "CancelledError", "RateLimitError", "Weird"),
         ]
     ),
-    st.text(st.characters(exclude_characters="\x00"), min_size=1, max_size=20),
+    # Any name Python can give a class: no NUL, no lone surrogate (type() encodes it as UTF-8).
+    st.text(
+        st.characters(exclude_characters="\x00", exclude_categories=["Cs"]), min_size=1, max_size=20
+    ),
 )
 bases: list[type[BaseException]] = [
     Exception,
