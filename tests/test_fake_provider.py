@@ -979,20 +979,23 @@ def test_dribble_sends_one_byte_per_interval(fake: FakeProvider) -> None:
     [
         (
             lambda f: f.script("p", Fault.status(503)),
-            "script(): faults must be a list of Fault, e.g. [Fault.status(503)], "
-            "got Fault(kind='status', code=503, ",
+            "script(): steps must be a list of Fault or Reply, e.g. "
+            "[Fault.status(503), Reply(text='hi')], got Fault(kind='status', code=503, ",
         ),
         (
             lambda f: f.script("p", "status"),
-            "script(): faults must be a list of Fault, e.g. [Fault.status(503)], got str 'status'",
+            "script(): steps must be a list of Fault or Reply, e.g. "
+            "[Fault.status(503), Reply(text='hi')], got str 'status'",
         ),
         (
             lambda f: f.script("p", 503),
-            "script(): faults must be a list of Fault, e.g. [Fault.status(503)], got int 503",
+            "script(): steps must be a list of Fault or Reply, e.g. "
+            "[Fault.status(503), Reply(text='hi')], got int 503",
         ),
         (
             lambda f: f.script("p", [Fault.ok(), 503]),
-            "script(): faults[1] must be a Fault, e.g. Fault.status(503), got int 503",
+            "script(): steps[1] must be a Fault or a Reply, e.g. Fault.status(503) "
+            "or Reply(text='hi'), got int 503",
         ),
         (
             lambda f: f.set_fault("p", 503),

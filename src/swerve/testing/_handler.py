@@ -96,11 +96,11 @@ class Handler(BaseHTTPRequestHandler):
         invalid = wire.validate(body)
         if invalid is not None:
             return self._send_json(400, invalid)
-        fault, reply, wake = providers.next(provider)
+        model = str(body["model"])
+        fault, reply, wake = providers.next(provider, model)
         if self._serve_error_fault(wire, fault, wake):
             return
         text = reply.text if reply.text is not None else f"hello from {provider}"
-        model = str(body["model"])
         echo = _Echo(headers) if fault.kind == "echo_headers" else None
         if echo is not None and not fault.in_stream:
             return self._send_json(fault.code, wire.error(fault.code, echo.message), echo.headers)

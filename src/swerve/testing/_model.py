@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["ErrorStyle", "Fault", "FaultKind", "Reply", "ToolCall"]
+__all__ = ["ErrorStyle", "Fault", "FaultKind", "Reply", "ToolCall", "describe"]
 
 ErrorStyle = Literal["openrouter", "openai", "anthropic"]
 """Shape of an error sent inside a 200 stream (see :meth:`Fault.error_before_content`)."""
@@ -39,21 +40,44 @@ _STYLES: tuple[ErrorStyle, ...] = ("openrouter", "openai", "anthropic")
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:
-    """A tool call the fake model makes; ``id`` is generated per response when None."""
+    """A tool call the fake model makes: ``ToolCall("get_weather", {"city": "Oslo"})``.
+
+    ``arguments`` is sent as the call's JSON arguments (OpenAI ``function.arguments``,
+    Anthropic ``tool_use.input``); ``id`` is generated per response when None.
+    """
 
     name: str
     arguments: Mapping[str, object]
     id: str | None = None
 
+    def __post_init__(self) -> None:
+        # The server thread serialises these; a bad value must fail here, in the test.
+        if not isinstance(self.name, str) or not self.name:
+            raise TypeError(f"ToolCall(): name must be a non-empty str, got {self.name!r}")
+        if not isinstance(self.arguments, Mapping):
+            raise TypeError(
+                f"ToolCall(): arguments must be a mapping such as {{'city': 'Oslo'}}, "
+                f"got {type(self.arguments).__name__}"
+            )
+        try:
+            json.dumps(dict(self.arguments))
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"ToolCall(): arguments must be JSON-serialisable: {exc}") from None
+        if self.id is not None and (not isinstance(self.id, str) or not self.id):
+            raise TypeError(f"ToolCall(): id must be a non-empty str or None, got {self.id!r}")
+
 
 @dataclass(frozen=True, slots=True)
 class Reply:
-    """What a provider answers when no fault gets in the way.
+    """What a provider answers when no fault gets in the way: its standing reply
+    (``FakeProvider.set_reply``) or one step of a ``FakeProvider.script``.
 
     ``text=None`` means ``"hello from <provider>"``; pass ``""`` for no text at all (a pure
-    tool-call turn). ``reasoning`` is sent as signed reasoning (Anthropic ``thinking`` block
-    with a ``signature``; OpenRouter ``reasoning`` + ``reasoning_details`` on the OpenAI wire).
-    ``usage`` is ``(input_tokens, output_tokens)``.
+    tool-call turn). ``tool_calls`` (a list of :class:`ToolCall`) end the turn with
+    ``finish_reason: "tool_calls"`` / ``stop_reason: "tool_use"``. ``reasoning`` is sent as
+    signed reasoning (Anthropic ``thinking`` block with a ``signature``; OpenRouter
+    ``reasoning`` + ``reasoning_details`` on the OpenAI wire). ``usage`` is
+    ``(input_tokens, output_tokens)``.
     """
 
     text: str | None = None
@@ -62,8 +86,37 @@ class Reply:
     usage: tuple[int, int] = (10, 5)
 
     def __post_init__(self) -> None:
+        if self.text is not None and not isinstance(self.text, str):
+            raise TypeError(f"Reply(): text must be a str or None, got {describe(self.text)}")
+        if self.reasoning is not None and not isinstance(self.reasoning, str):
+            raise TypeError(
+                f"Reply(): reasoning must be a str or None, got {describe(self.reasoning)}"
+            )
+        if isinstance(self.tool_calls, ToolCall | str | bytes | Mapping) or not isinstance(
+            self.tool_calls, Iterable
+        ):
+            raise TypeError(
+                "Reply(): tool_calls must be a list of ToolCall, e.g. "
+                f"[ToolCall('get_weather', {{'city': 'Oslo'}})], got {describe(self.tool_calls)}"
+            )
         # Accept a list for convenience; keep the stored value immutable.
-        object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
+        calls = tuple(self.tool_calls)
+        for i, call in enumerate(calls):
+            if not isinstance(call, ToolCall):
+                raise TypeError(
+                    f"Reply(): tool_calls[{i}] must be a ToolCall, got {describe(call)}"
+                )
+        object.__setattr__(self, "tool_calls", calls)
+        usage: object = self.usage
+        counts = tuple(usage) if isinstance(usage, tuple | list) else ()
+        if len(counts) != 2 or not all(
+            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counts
+        ):
+            raise TypeError(
+                "Reply(): usage must be (input_tokens, output_tokens), two ints >= 0, "
+                f"got {describe(usage)}"
+            )
+        object.__setattr__(self, "usage", counts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,3 +342,10 @@ def _check_style(style: str) -> ErrorStyle:
         if style == known:
             return known
     raise ValueError(f"unknown error style {style!r}; expected one of {_STYLES}")
+
+
+def describe(value: object) -> str:
+    """``value`` for a message: its type and a short repr (``int 503``, ``Fault(kind=...``)."""
+    name, text = type(value).__name__, repr(value)
+    text = text if len(text) <= 40 else text[:37] + "..."
+    return text if text.startswith(name) else f"{name} {text}"

@@ -1,5 +1,6 @@
-"""The fake provider's state: each named provider's reply, standing fault, fault script and
-received requests, shared under one lock by the control surface and the request handlers."""
+"""The fake provider's state: each named provider's standing reply and fault, its scripts
+(provider-wide and per model) and received requests, shared under one lock by the control
+surface and the request handlers."""
 
 from __future__ import annotations
 
@@ -11,14 +12,20 @@ from dataclasses import dataclass, field
 from ._model import Fault, Reply
 from ._wires import Body
 
-__all__ = ["Provider", "Providers", "check_name"]
+__all__ = ["Provider", "Providers", "Step", "check_name"]
+
+Step = Fault | Reply
+"""One scripted request: a fault (served on the standing reply) or a reply (served with no
+fault)."""
 
 
 @dataclass
 class Provider:
     reply: Reply | None = None
     fault: Fault = field(default_factory=Fault.ok)
-    script: deque[Fault] = field(default_factory=deque)
+    script: deque[Step] = field(default_factory=deque)
+    # Per request model; a model's own script is consumed before the provider-wide one.
+    model_scripts: dict[str, deque[Step]] = field(default_factory=dict)
     # Hung requests wait on this; it is set (and replaced) whenever the faults change.
     wake: threading.Event = field(default_factory=threading.Event)
     bodies: list[Body] = field(default_factory=list)
@@ -47,11 +54,25 @@ class Providers:
             state.fault = fault
             state.rouse()
 
-    def script(self, provider: str, faults: Iterable[Fault]) -> None:
+    def script(self, provider: str, steps: Iterable[Step], model: str | None) -> None:
         with self._cond:
             state = self._get(provider)
-            state.script = deque(faults)
+            if model is None:
+                state.script = deque(steps)
+            else:
+                queue = deque(steps)
+                if queue:
+                    state.model_scripts[model] = queue
+                else:
+                    state.model_scripts.pop(model, None)
             state.rouse()
+
+    def remaining(self, provider: str, model: str | None) -> int:
+        with self._cond:
+            state = self._get(provider)
+            if model is None:
+                return len(state.script)
+            return len(state.model_scripts.get(model, ()))
 
     def release_all(self) -> None:
         """Wake every hung request (the server is stopping)."""
@@ -86,11 +107,20 @@ class Providers:
             state.headers.append(headers)
             self._cond.notify_all()
 
-    def next(self, provider: str) -> tuple[Fault, Reply, threading.Event]:
-        """The fault for the next completion request, the reply, and the hang wake-up event."""
+    def next(self, provider: str, model: str) -> tuple[Fault, Reply, threading.Event]:
+        """The fault and the reply for the next completion request for ``model``, and the hang
+        wake-up event: the next step of the model's script, else of the provider's, else the
+        standing fault and reply."""
         with self._cond:
             state = self._get(provider)
-            fault = state.script.popleft() if state.script else state.fault
+            own = state.model_scripts.get(model)
+            queue = own if own else state.script
+            step = queue.popleft() if queue else None
+            if own is not None and not own:
+                del state.model_scripts[model]  # used up: the dict holds live scripts only
+            if isinstance(step, Reply):
+                return Fault.ok(), step, state.wake
+            fault = step if step is not None else state.fault
             return fault, state.reply or Reply(), state.wake
 
     def standing(self, provider: str) -> tuple[Fault, threading.Event]:

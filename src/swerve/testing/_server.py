@@ -6,12 +6,12 @@ This module is its control surface; the state lives in ``_providers``, the serve
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from types import TracebackType
 from typing import Self
 
 from ._http_server import Server
-from ._model import Fault, Reply
+from ._model import Fault, Reply, describe
 from ._providers import Providers, check_name
 from ._wires import Body
 
@@ -27,11 +27,12 @@ class FakeProvider:
     Anthropic messages at ``POST /<provider>/v1/messages`` (SDK ``base_url=fake.url(p)``),
     JSON or SSE, plus ``GET /<provider>/v1/models`` for health probes.
 
-    Each completion request takes the next fault from the provider's :meth:`script`, or the
-    standing fault (:meth:`set_fault`, default ok) when the script is empty. Requests the
-    real API would reject (body not JSON, no ``model`` / ``messages``, empty text blocks)
-    get a 400 before any fault applies and consume no scripted fault. ``/v1/models`` obeys
-    only a standing status, reset or hang fault.
+    Each completion request takes the next step (a :class:`Fault` or a :class:`Reply`) of its
+    model's :meth:`script` on the provider, else of the provider's script, else the standing
+    fault (:meth:`set_fault`, default ok) and reply (:meth:`set_reply`). Requests the real
+    API would reject (body not JSON, no ``model`` / ``messages``, empty text blocks) get a
+    400 before any fault applies and consume no step. ``/v1/models`` obeys only a standing
+    status, reset or hang fault.
 
     Use it as a context manager (``with FakeProvider() as fake:``) or call :meth:`start`
     and :meth:`stop`; the pytest fixture ``fake_provider`` does it for you.
@@ -96,7 +97,7 @@ class FakeProvider:
     # refused here, at the call, where a traceback points at the test that made it.
 
     def set_reply(self, provider: str, reply: Reply) -> None:
-        """What ``provider`` answers from now on when no fault applies."""
+        """What ``provider`` answers from now on when no fault and no scripted reply applies."""
         _expect("set_reply", "reply", reply, Reply, "Reply(text='hi')")
         self._providers.set_reply(provider, reply)
 
@@ -105,18 +106,39 @@ class FakeProvider:
         _expect("set_fault", "fault", fault, Fault, "Fault.status(503)")
         self._providers.set_fault(provider, fault)
 
-    def script(self, provider: str, faults: Iterable[Fault]) -> None:
-        """Replace ``provider``'s fault queue: request k takes ``faults[k]``, then the standing
-        fault applies. Also releases its hung requests."""
-        if isinstance(faults, Fault | str | bytes) or not isinstance(faults, Iterable):
+    def script(
+        self, provider: str, steps: Iterable[Fault | Reply], *, model: str | None = None
+    ) -> None:
+        """Replace ``provider``'s script: completion request k takes ``steps[k]``, then the
+        standing fault and reply apply again (:meth:`set_fault`, :meth:`set_reply`).
+
+        A :class:`Fault` step fails that request on the standing reply; a :class:`Reply` step
+        answers it with that reply and no fault (whatever the standing fault is). With
+        ``model``, the script is only for requests whose body names that ``model``, and is
+        consumed before the provider-wide one; each model's script is replaced on its own.
+        ``[]`` clears the script. Also releases ``provider``'s hung requests.
+        """
+        if isinstance(steps, Fault | Reply | str | bytes | Mapping) or not isinstance(
+            steps, Iterable
+        ):
             raise TypeError(
-                f"script(): faults must be a list of Fault, e.g. [Fault.status(503)], "
-                f"got {_kind(faults)}"
+                "script(): steps must be a list of Fault or Reply, e.g. "
+                f"[Fault.status(503), Reply(text='hi')], got {describe(steps)}"
             )
-        queue = list(faults)
-        for i, fault in enumerate(queue):
-            _expect("script", f"faults[{i}]", fault, Fault, "Fault.status(503)")
-        self._providers.script(provider, queue)
+        _check_model("script", model)
+        queue = list(steps)
+        for i, step in enumerate(queue):
+            if not isinstance(step, Fault | Reply):
+                raise TypeError(
+                    f"script(): steps[{i}] must be a Fault or a Reply, e.g. Fault.status(503) "
+                    f"or Reply(text='hi'), got {describe(step)}"
+                )
+        self._providers.script(provider, queue, model)
+
+    def remaining(self, provider: str, *, model: str | None = None) -> int:
+        """How many steps of ``provider``'s script (or of ``model``'s script on it) are left."""
+        _check_model("remaining", model)
+        return self._providers.remaining(provider, model)
 
     def requests(self, provider: str) -> int:
         """How many completion requests ``provider`` received, failed and invalid ones included."""
@@ -139,15 +161,20 @@ class FakeProvider:
         return self._providers.wait_for_requests(provider, n, timeout)
 
 
-def _kind(value: object) -> str:
-    """``value`` for a message: its type and a short repr (``int 503``, ``Fault(kind=...``)."""
-    name, text = type(value).__name__, repr(value)
-    text = text if len(text) <= 40 else text[:37] + "..."
-    return text if text.startswith(name) else f"{name} {text}"
-
-
 def _expect(method: str, name: str, value: object, kind: type, example: str) -> None:
     if not isinstance(value, kind):
         raise TypeError(
-            f"{method}(): {name} must be a {kind.__name__}, e.g. {example}, got {_kind(value)}"
+            f"{method}(): {name} must be a {kind.__name__}, e.g. {example}, got {describe(value)}"
         )
+
+
+def _check_model(method: str, model: object) -> None:
+    if model is None:
+        return
+    if not isinstance(model, str):
+        raise TypeError(
+            f"{method}(): model must be a str (the request body's model) or None, "
+            f"got {describe(model)}"
+        )
+    if not model:
+        raise ValueError(f"{method}(): model must not be empty; pass None for every model")
