@@ -86,12 +86,94 @@ def test_config_check_names_the_bad_field(
     assert "cannot read" in capsys.readouterr().err
 
 
-def test_config_check_unset_env_means_passthrough(
+def test_config_check_with_nothing_to_check_fails_and_says_what_to_pass(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("SWERVE_FALLBACK_CONFIG", raising=False)
+    assert main(["config", "check"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("error: nothing to check: $SWERVE_FALLBACK_CONFIG is not set\n")
+    for hint in ("swerve config check swerve.json", "--env VAR", "--allow-unset"):
+        assert hint in captured.err
+    # --allow-unset is the explicit opt-out: unset then means pass-through, as documented
+    assert main(["config", "check", "--allow-unset"]) == 0
+    assert capsys.readouterr().out == (
+        "$SWERVE_FALLBACK_CONFIG is not set: swerve passes every call straight through.\n"
+    )
+    # set, the default variable is what a bare `config check` reads
+    monkeypatch.setenv("SWERVE_FALLBACK_CONFIG", '{"fallbacks": {"a/x": "b/y"}}')
     assert main(["config", "check"]) == 0
-    assert "passes every call straight through" in capsys.readouterr().out
+    assert capsys.readouterr().out.startswith("$SWERVE_FALLBACK_CONFIG: valid\n")
+
+
+def test_config_check_with_nothing_to_check_in_a_subprocess_exits_2() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "swerve.cli", "config", "check"],
+        capture_output=True, text=True, timeout=60, env={"PATH": ""},
+    )  # fmt: skip
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert "nothing to check" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def _deployment(tmp_path: Path) -> Path:
+    """A file naming two keys and the fleet's Redis by variable, as a deployment writes it."""
+    path = tmp_path / "swerve.json"
+    path.write_text(
+        json.dumps(
+            {
+                "fallbacks": {"a/x": "b/y"},
+                "upstreams": {
+                    "a/x": {"base_url": "http://127.0.0.1:1/v1", "api_key_env": "T_KEY_A"},
+                    "b/y": {"base_url": "http://127.0.0.1:2/v1", "api_key_env": "T_KEY_B"},
+                },
+                "health": {"url_env": "T_FLEET_REDIS", "prefix": "support-agent"},
+            }
+        )
+    )
+    return path
+
+
+def test_config_check_fails_a_file_whose_variables_are_unset_naming_them_all(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for var in ("T_KEY_A", "T_KEY_B", "T_FLEET_REDIS"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("T_KEY_B", "  ")  # empty counts as unset, as `swerve health` reads it
+    path = _deployment(tmp_path)
+    assert main(["config", "check", str(path)]) == 2
+    captured = capsys.readouterr()
+    assert "valid" not in captured.out
+    assert captured.err.splitlines()[0] == (
+        f"error: {path}: upstreams['a/x']: $T_KEY_A is not set; "
+        "upstreams['b/y']: $T_KEY_B is not set; health.url_env: $T_FLEET_REDIS is not set"
+    )
+    assert "--allow-unset" in captured.err
+    # `swerve health` and `swerve routes` refuse the same file with the same words
+    assert main(["health", str(path)]) == 2
+    health_err = capsys.readouterr().err
+    assert "upstreams['a/x']: $T_KEY_A is not set; upstreams['b/y']: $T_KEY_B" in health_err
+    assert main(["routes", "--config", str(path)]) == 2
+    assert f"{path}: health.url_env: $T_FLEET_REDIS is not set" in capsys.readouterr().err
+
+
+def test_config_check_allow_unset_checks_the_file_alone_and_says_what_is_unset(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("T_KEY_A", "sk-test-a")
+    monkeypatch.delenv("T_KEY_B", raising=False)
+    monkeypatch.setenv("T_FLEET_REDIS", "redis://127.0.0.1:1/0")
+    path = _deployment(tmp_path)
+    assert main(["config", "check", str(path), "--allow-unset"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"{path}: valid\n")
+    unset = "upstreams['b/y']: $T_KEY_B is not set"
+    assert f"not set here (accepted with --allow-unset): {unset}" in out
+    assert "sk-test-a" not in out
+    monkeypatch.setenv("T_KEY_B", "sk-test-b")
+    assert main(["config", "check", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "not set here" not in out and "sk-test" not in out
 
 
 BAD_CONFIGS = [
@@ -247,3 +329,25 @@ def test_config_check_refuses_upstreams_the_transport_would_refuse(
     path.write_text(json.dumps({"fallbacks": {"a/x": "b/y"}, "upstreams": upstreams}))
     assert main(["config", "check", str(path)]) == 1
     assert f"{path}: upstreams: {message}" in capsys.readouterr().err
+
+
+def test_version_prints_swerve_and_the_installed_adapters(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"swerve {version('swerve')}"
+    # the langchain adapter is installed in this environment (a workspace member)
+    assert lines[1:] == [f"swerve-langchain {version('swerve-langchain')}"]
+
+
+def test_version_in_a_subprocess() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "swerve.cli", "--version"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 0 and proc.stdout.startswith("swerve ")

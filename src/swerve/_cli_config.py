@@ -15,8 +15,22 @@ __all__ = ["check"]
 
 
 def check(file: Path | None, var: str | None, *, allow_unset: bool = False) -> int:
+    if file is None and var is None and not os.environ.get(DEFAULT_ENV_VAR, "").strip():
+        # Nothing named, nothing found: "valid" here would pass a deployment whose config
+        # never arrived. Say what to give instead.
+        if not allow_unset:
+            print(
+                f"error: nothing to check: ${DEFAULT_ENV_VAR} is not set{_empty(DEFAULT_ENV_VAR)}"
+                f"{_near_var(DEFAULT_ENV_VAR)}\n"
+                "pass a config file (swerve config check swerve.json), name the variable that "
+                "holds one (--env VAR), or add --allow-unset if an unset variable is what you "
+                "mean (calls then pass straight through)",
+                file=sys.stderr,
+            )
+            return 2
+        var = DEFAULT_ENV_VAR
     # A variable named on purpose must hold a config: unset, it is usually a misspelt name,
-    # and "valid" would hide that. Without --env, unset is the documented pass-through.
+    # and "valid" would hide that.
     if var is not None and not os.environ.get(var, "").strip() and not allow_unset:
         print(f"error: ${var} is not set{_empty(var)}{_near_var(var)}", file=sys.stderr)
         print("(--allow-unset accepts it: calls then pass straight through)", file=sys.stderr)
@@ -43,7 +57,20 @@ def check(file: Path | None, var: str | None, *, allow_unset: bool = False) -> i
     if config is None:
         print(f"{where} is not set: swerve passes every call straight through.")
         return 0
+    # The variables the file names are checked as `swerve health` and `swerve routes` check
+    # them (one check, shared): a file whose keys are missing here is not a working deployment.
+    unset = loaded.unset_variables() if loaded is not None else []
+    if unset and not allow_unset:
+        print(f"error: {where}: {'; '.join(unset)}", file=sys.stderr)
+        print(
+            "(set them; or, to check the file alone, where its secrets are not set, add "
+            "--allow-unset)",
+            file=sys.stderr,
+        )
+        return 2
     print(f"{where}: valid")
+    if unset:
+        print(f"not set here (accepted with --allow-unset): {'; '.join(unset)}")
     if not config.enabled:
         print("max_swaps is 0: swerve is off, calls pass straight through.")
     print(

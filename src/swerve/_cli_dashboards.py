@@ -1,4 +1,5 @@
-"""``swerve dashboards export``: write the shipped Grafana dashboard and the alert rules."""
+"""``swerve dashboards export``: write the shipped Grafana dashboard, the alert rules and the
+Alertmanager config for them."""
 
 from __future__ import annotations
 
@@ -16,12 +17,15 @@ ALERTS_FILE = "alerts.yml"
 def add_parser(sub: Any) -> None:
     """Register ``dashboards export`` on the ``swerve`` command's subparsers."""
     dashboards = sub.add_parser(
-        "dashboards", help="swerve's Grafana dashboard and Prometheus alert rules"
+        "dashboards", help="swerve's Grafana dashboard, Prometheus alert rules, Alertmanager config"
     )
     dashboards_sub = dashboards.add_subparsers(dest="dashboards_command", required=True)
     export = dashboards_sub.add_parser(
         "export",
-        help="write swerve.json (Grafana dashboard) and alerts.yml (Prometheus rules) into DIR",
+        help=(
+            "write swerve.json (Grafana dashboard), alerts.yml (Prometheus rules) and "
+            "alertmanager.yml (Alertmanager config) into DIR"
+        ),
     )
     export.add_argument("directory", type=Path, metavar="DIR", help="created if missing")
     export.add_argument(
@@ -34,12 +38,16 @@ def add_parser(sub: Any) -> None:
 
 def export(directory: Path, config_file: Path | None) -> int:
     try:
-        from ._dashboards import DASHBOARD_FILE, dashboard
+        from ._dashboards import ALERTMANAGER_FILE, DASHBOARD_FILE, alertmanager, dashboard
         from ._dashboards.rules import alert_rules, render
     except ModuleNotFoundError as exc:
         if exc.name != "yaml":
             raise
-        print("swerve dashboards export needs pyyaml: pip install 'swerve[cli]'", file=sys.stderr)
+        print(
+            "swerve dashboards export needs pyyaml: "
+            "install swerve's cli extra (README: Use it in your project)",
+            file=sys.stderr,
+        )
         return 2
     if config_file is None:
         config, source = FallbackConfig(), "no config (no chain rules: see --config)"
@@ -52,15 +60,17 @@ def export(directory: Path, config_file: Path | None) -> int:
             return found
         config, source = found, config_file.name
     rules = alert_rules(config)
-    written = [directory / DASHBOARD_FILE, directory / ALERTS_FILE]
+    written = [directory / DASHBOARD_FILE, directory / ALERTS_FILE, directory / ALERTMANAGER_FILE]
     try:
         directory.mkdir(parents=True, exist_ok=True)
         written[0].write_text(dashboard(), encoding="utf-8")
         written[1].write_text(render(rules, source), encoding="utf-8")
+        written[2].write_text(alertmanager(), encoding="utf-8")
     except OSError as exc:
         print(f"error: cannot write into {directory}: {exc.strerror}", file=sys.stderr)
         return 2
     chains = len(rules["groups"][1]["rules"])
     print(f"wrote {written[0]} (the Grafana dashboard)")
     print(f"wrote {written[1]} (Prometheus alert rules: the generic ones, {chains} for chains)")
+    print(f"wrote {written[2]} (an Alertmanager config for them: set its webhook url)")
     return 0

@@ -32,7 +32,10 @@ def demo(*, fast: bool, metrics_port: int | None = None, hold: float = 0.0) -> i
     try:
         from rich.console import Console
     except ImportError:
-        print("swerve demo needs rich: pip install 'swerve[cli]'", file=sys.stderr)
+        print(
+            "swerve demo needs rich: install swerve's cli extra (README: Use it in your project)",
+            file=sys.stderr,
+        )
         return 2
     console = Console(highlight=False)
     if not console.is_terminal:
@@ -44,7 +47,7 @@ def demo(*, fast: bool, metrics_port: int | None = None, hold: float = 0.0) -> i
     except _MissingExporter:
         print(
             "swerve demo --metrics-port needs opentelemetry-exporter-prometheus: "
-            "pip install 'swerve[cli]'",
+            "install swerve's cli extra (README: Use it in your project)",
             file=sys.stderr,
         )
         return 2

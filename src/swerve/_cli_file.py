@@ -55,18 +55,39 @@ class CliFile:
     health: HealthSpec | None
     source: str
 
-    def resolve_upstreams(self) -> dict[str, Upstream]:
-        """The upstreams, with their keys read from the environment now."""
-        out: dict[str, Upstream] = {}
+    def unset_variables(self, *, upstreams: bool = True, health: bool = True) -> list[str]:
+        """Each variable the file names (``api_key_env``, ``health.url_env``) that is unset or
+        empty now, as ``where: $VAR is not set``. The one check behind ``swerve config check``,
+        ``swerve health`` (the upstreams' keys) and ``swerve routes`` (the health URL)."""
         missing: list[str] = []  # every one at once: fixing them one run at a time is slow
-        for route, spec in self.upstreams.items():
-            key = os.environ.get(spec.api_key_env) if spec.api_key_env else None
-            if spec.api_key_env and not key:
-                missing.append(f"upstreams[{route!r}]: ${spec.api_key_env} is not set")
-            out[route] = Upstream(spec.base_url, spec.wire, key, spec.model, spec.headers)
+        if upstreams:
+            for route, spec in self.upstreams.items():
+                if spec.api_key_env and not os.environ.get(spec.api_key_env, "").strip():
+                    missing.append(f"upstreams[{route!r}]: ${spec.api_key_env} is not set")
+        env = self.health.url_env if health and self.health is not None else None
+        if env and not os.environ.get(env, "").strip():
+            missing.append(f"health.url_env: ${env} is not set")
+        return missing
+
+    def require_variables(self, *, upstreams: bool = True, health: bool = True) -> None:
+        """Raise a ConfigError naming every unset variable of :meth:`unset_variables`."""
+        missing = self.unset_variables(upstreams=upstreams, health=health)
         if missing:
             raise ConfigError(f"{self.source}: {'; '.join(missing)}")
-        return out
+
+    def resolve_upstreams(self) -> dict[str, Upstream]:
+        """The upstreams, with their keys read from the environment now."""
+        self.require_variables(health=False)
+        return {
+            route: Upstream(
+                spec.base_url,
+                spec.wire,
+                os.environ[spec.api_key_env].strip() if spec.api_key_env else None,
+                spec.model,
+                spec.headers,
+            )
+            for route, spec in self.upstreams.items()
+        }
 
     def health_url(self) -> str | None:
         """The shared store's URL (read from ``url_env`` now), or None without a ``health``."""
@@ -75,10 +96,8 @@ class CliFile:
         if self.health.url is not None:
             return self.health.url
         assert self.health.url_env is not None  # load() checked that one of them is set
-        url = os.environ.get(self.health.url_env, "").strip()
-        if not url:
-            raise ConfigError(f"{self.source}: health.url_env: ${self.health.url_env} is not set")
-        return url
+        self.require_variables(upstreams=False)
+        return os.environ[self.health.url_env].strip()
 
 
 def read_or_exit_code(path: Path, then: Callable[[CliFile], T], *, invalid: int = 2) -> T | int:

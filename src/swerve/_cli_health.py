@@ -16,8 +16,10 @@ from ._failover import HEALTH_PREFIX_VAR, HEALTH_URL_VAR
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from ._config import FallbackConfig
     from ._health import RouteHealth
     from ._probe import Probe
+    from ._redis import RedisHealth
 
 __all__ = ["health", "routes"]
 
@@ -37,7 +39,10 @@ def health(file: Path, timeout: float) -> int:
         from rich.console import Console
         from rich.progress import Progress
     except ImportError:
-        print("swerve health needs rich: pip install 'swerve[cli]'", file=sys.stderr)
+        print(
+            "swerve health needs rich: install swerve's cli extra (README: Use it in your project)",
+            file=sys.stderr,
+        )
         return 2
     console = Console(highlight=False)
     with Progress(console=console, transient=True) as progress:
@@ -85,17 +90,18 @@ def _probe_row(r: Probe) -> tuple[str, str, str, str, str]:
 
 def routes(args: argparse.Namespace) -> int:
     file_url = file_prefix = None
+    config: FallbackConfig | None = None  # the chains a drain is checked against
     if (path := getattr(args, "config", None)) is not None:
         from ._cli_file import CliFile, read_or_exit_code
 
-        def fleet(f: CliFile) -> tuple[str | None, str | None]:
+        def fleet(f: CliFile) -> tuple[str | None, str | None, FallbackConfig]:
             url = f.health_url() if getattr(args, "url", None) is None else None
-            return url, f.health.prefix if f.health is not None else None
+            return url, f.health.prefix if f.health is not None else None, f.config
 
         found = read_or_exit_code(path, fleet)
         if isinstance(found, int):
             return found
-        file_url, file_prefix = found
+        file_url, file_prefix, config = found
     url = getattr(args, "url", None) or file_url or os.environ.get(HEALTH_URL_VAR, "").strip()
     if not url:
         print(
@@ -114,12 +120,19 @@ def routes(args: argparse.Namespace) -> int:
     try:
         from rich.console import Console
     except ImportError:
-        print("swerve routes needs rich: pip install 'swerve[cli]'", file=sys.stderr)
+        print(
+            "swerve routes needs rich: install swerve's cli extra (README: Use it in your project)",
+            file=sys.stderr,
+        )
         return 2
     try:
         import redis
     except ImportError:
-        print("swerve routes needs redis: pip install 'swerve[redis]'", file=sys.stderr)
+        print(
+            "swerve routes needs redis: "
+            "install swerve's redis extra (README: Use it in your project)",
+            file=sys.stderr,
+        )
         return 2
     from redis.exceptions import RedisClusterException
 
@@ -155,6 +168,8 @@ def routes(args: argparse.Namespace) -> int:
                 f"{prefix!r}); each process reports it as a swerve.operator event on its next call"
             )
         elif args.routes_command == "drain":
+            if not args.force and _drain_refused(args.route, path, config, store, now):
+                return 3
             until = now + args.duration
             store.drain(args.route, until, now)
             console.print(f"drained {args.route} until {_when(until, now)}", soft_wrap=True)
@@ -164,13 +179,90 @@ def routes(args: argparse.Namespace) -> int:
                 "`swerve routes clear` ends it early"
             )
         else:
-            _print_view(console, store.fleet_view(), now, where, prefix)
+            view = store.fleet_view()
+            _print_view(console, view, now, where, prefix)
+            if not view:
+                _print_other_prefixes(console, store, prefix)
     except unreachable as exc:
         fail(exc)
         return 1
     finally:
         store.close()
     return 0
+
+
+def _drain_refused(
+    route: str, path: Path | None, config: FallbackConfig | None, store: RedisHealth, now: float
+) -> bool:
+    """Whether draining ``route`` would leave a chain of the config with no healthy route
+    (said on stderr, with how to go ahead). A call on such a chain goes to its routes anyway,
+    dead or not, and pays their retries: the drain would make things worse, not safer."""
+    from ._config import DEFAULT_ENV_VAR, ConfigError, FallbackConfig
+    from ._health import BreakerState
+    from ._policy import walk
+
+    if config is None and path is None:
+        try:
+            config = FallbackConfig.from_env(DEFAULT_ENV_VAR)
+        except ConfigError as exc:
+            print(f"note: {exc}", file=sys.stderr)
+    if config is None:
+        print(
+            "note: could not check that the drain leaves each chain a healthy route: no config "
+            f"(pass --config FILE, or set ${DEFAULT_ENV_VAR})",
+            file=sys.stderr,
+        )
+        return False
+    view = {h.route: h for h in store.fleet_view()}
+    down = {
+        r for r, h in view.items() if h.degraded_until is not None or h.breaker is BreakerState.OPEN
+    }
+    stranded = []
+    for requested in config.fallbacks:
+        chain = list(walk(config, requested, requested))
+        if route in chain and all(r == route or r in down for r in chain):
+            stranded.append(chain)
+    if not stranded:
+        return False
+    for chain in stranded:
+        states = ", ".join(
+            f"{r} {'drained (this drain)' if r == route else _state(view[r], now)}" for r in chain
+        )
+        print(
+            f"error: draining {route} leaves no healthy route for calls to {chain[0]}: "
+            f"{' -> '.join(chain)} ({states})",
+            file=sys.stderr,
+        )
+    print(
+        "such calls would try these routes anyway and pay their retries; not drained. "
+        "`swerve routes clear` a route you know is back, or pass --force to drain anyway",
+        file=sys.stderr,
+    )
+    return True
+
+
+def _state(h: RouteHealth, now: float) -> str:
+    """``cooling until 14:30:45 (in 58s)``: a route's state, as one phrase."""
+    _, state, until, *_ = _row(h, now)
+    return state if until == "-" else f"{state} until {until}"
+
+
+def _print_other_prefixes(console: Console, store: RedisHealth, prefix: str) -> None:
+    """Under an empty prefix: the prefixes that hold routes here, if any, and how to pick one
+    (an operator who forgot the fleet's prefix should not read "healthy" and stop)."""
+    # The store's own wire: it already holds the connection and knows the key layout.
+    found, complete = store._wire.prefixes()
+    others = {p: n for p, n in found.items() if p != prefix}
+    if not others:
+        return
+    listed = ", ".join(f"{p!r} ({n} route{'s' if n != 1 else ''})" for p, n in others.items())
+    more = "" if complete else " (and maybe more: the look was bounded)"
+    console.print(f"other prefixes in this Redis hold route health: {listed}{more}", soft_wrap=True)
+    console.print(
+        "pick one with --prefix NAME (or the config file's health.prefix, or "
+        f"${HEALTH_PREFIX_VAR})",
+        soft_wrap=True,
+    )
 
 
 def _print_view(

@@ -81,15 +81,22 @@ class RedisHealth:
         timeout_s: float = 0.25,
         telemetry: Telemetry | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        reconnect_max_s: float = 10.0,
         **kwargs: Any,
     ) -> RedisHealth:
         """A store on ``url``: ``redis://`` or ``rediss://`` (TLS) or ``unix://``, with the
         password in the URL as redis-py reads it; ``?cluster=1`` for Redis Cluster;
         ``redis+sentinel://host:port[,host:port]/service`` for Sentinel. Every Redis operation
-        is bounded by ``timeout_s``; other keywords go to the redis-py client."""
+        is bounded by ``timeout_s``; ``reconnect_max_s`` is the store's (see the class); other
+        keywords go to the redis-py client."""
         client = client_from_url(url, timeout_s=timeout_s, **kwargs)
         return cls(
-            client, prefix=prefix, telemetry=telemetry, clock=clock, description=safe_url(url)
+            client,
+            prefix=prefix,
+            telemetry=telemetry,
+            clock=clock,
+            description=safe_url(url),
+            reconnect_max_s=reconnect_max_s,
         )
 
     # -- sharing state ----------------------------------------------------------------------

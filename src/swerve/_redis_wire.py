@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import uuid
 from typing import Any
 
@@ -102,8 +103,41 @@ class RedisWire:
             out.append((name[len(self._prefix) + 2 : name.rindex("}")], name))
         return out
 
+    def prefixes(self, *, limit: int = 10_000) -> tuple[dict[str, int], bool]:
+        """The prefixes swerve keys in this Redis are under, each with how many routes it
+        holds, and whether the look was complete: a SCAN of at most ``limit`` matching keys
+        (in batches of 500; never KEYS, which blocks the server), for ``swerve routes``."""
+        routes: dict[str, set[str]] = {}
+        for seen, key in enumerate(self._client.scan_iter(match="{*:*}:*", count=500)):
+            if seen >= limit:
+                return _counted(routes), False
+            found = _prefix_of(_text(key))
+            if found is not None:
+                routes.setdefault(found[0], set()).add(found[1])
+        return _counted(routes), True
+
     def close(self) -> None:
         self._client.close()
+
+
+_KINDS = frozenset({"cool", "probe", "brk", "window", "half_open"})  # see keys()
+_DIGEST_TAG = re.compile(r"(.+):[0-9a-f]{40}")
+
+
+def _prefix_of(key: str) -> tuple[str, str] | None:
+    """(prefix, route tag) of one of swerve's keys, ``{prefix:tag}:kind``; None for another's."""
+    tag, close, kind = key[1:].rpartition("}:")
+    if not close or kind not in _KINDS:
+        return None
+    if (digest := _DIGEST_TAG.fullmatch(tag)) is not None:
+        return digest[1], tag[len(digest[1]) + 1 :]
+    # The tag is the route, "provider/model": the prefix ends at the last ":" before its "/".
+    prefix, colon, _ = tag.partition("/")[0].rpartition(":")
+    return (prefix, tag[len(prefix) + 1 :]) if colon and prefix and "/" in tag else None
+
+
+def _counted(routes: dict[str, set[str]]) -> dict[str, int]:
+    return {prefix: len(tags) for prefix, tags in sorted(routes.items())}
 
 
 def cooling_message(state: list[Any]) -> dict[str, Any]:

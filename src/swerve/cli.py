@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,9 @@ __all__ = ["main"]
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="swerve", description="Failover for LLM calls.")
+    parser.add_argument(
+        "--version", action=_Version, nargs=0, help="print swerve's version (and its adapters')"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="run a scripted outage against a built-in fake provider")
     demo.add_argument("--fast", action="store_true", help="shorter waits (for tests)")
@@ -41,7 +45,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     check.add_argument(
         "--allow-unset",
         action="store_true",
-        help="with --env: an unset or empty VAR is valid (calls pass straight through)",
+        help=(
+            "an unset or empty config variable is valid (calls pass straight through); with a "
+            "file, variables it names (api_key_env, url_env) may be unset"
+        ),
     )
     health = sub.add_parser(
         "health", help="probe every route of a config file with a minimal real completion"
@@ -60,6 +67,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "dashboards":
         return _cli_dashboards.export(args.directory, args.config)
     return _cli_config.check(args.file, args.env, allow_unset=args.allow_unset)
+
+
+class _Version(argparse.Action):
+    """``swerve --version``: one line per installed distribution (argparse's own action would
+    fold them into one)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        from ._version import __version__
+
+        lines = [f"swerve {__version__}"]
+        for adapter in ("swerve-langchain",):
+            with contextlib.suppress(PackageNotFoundError):  # not installed: nothing to say
+                lines.append(f"{adapter} {version(adapter)}")
+        print("\n".join(lines))
+        parser.exit()
 
 
 # --- routes: arguments (checked while parsing) ----------------------------------------------
@@ -119,6 +143,11 @@ def _add_routes(sub: Any) -> None:
         required=True,
         metavar="DURATION",
         help="how long: 90s, 10m, 2h, or plain seconds",
+    )
+    drain.add_argument(
+        "--force",
+        action="store_true",
+        help="drain even when it leaves a chain of the config with no healthy route",
     )
 
 

@@ -2,9 +2,9 @@
 to the fake provider and serves its metrics through the OpenTelemetry Prometheus exporter; a
 real Prometheus (Debian) scrapes it and evaluates the shipped rules, rendered with second-scale
 durations (``PAGING_TIMING``); it sends its alerts to a real Alertmanager (Debian
-``prometheus-alertmanager``) running the shipped ``dashboards/alertmanager.yml``, changed only
-in its webhook URL and shortened group timings (:func:`for_test`); Alertmanager notifies a
-webhook receiver in this test.
+``prometheus-alertmanager``) running the shipped ``src/swerve/_dashboards/alertmanager.yml``,
+changed only in its webhook URL and shortened group timings (:func:`for_test`); Alertmanager
+notifies a webhook receiver in this test.
 
 One route down pages once for that route, and its recovery sends the resolved notification.
 Both routes down pages with the chain alerts, and Alertmanager mutes the routes' own alerts.
@@ -27,6 +27,8 @@ import yaml
 
 from dashboards import HERE
 from swerve import FallbackConfig
+from swerve import _dashboards as swerve_dashboards
+from swerve._dashboards import ALERTMANAGER_FILE
 from swerve._dashboards.rules import Timing, alert_rules, render
 
 from .._local import binary, wait_for
@@ -34,7 +36,7 @@ from ._alertmanager import Alertmanager, Webhook, holds
 from ._prometheus import Prometheus, Workload
 
 CONFIG = HERE / "fallbacks.json"
-ALERTMANAGER = HERE / "alertmanager.yml"
+ALERTMANAGER = Path(swerve_dashboards.__file__).with_name(ALERTMANAGER_FILE)  # the shipped one
 PRIMARY = "openrouter/anthropic/claude-sonnet-5"
 FALLBACK = "anthropic/claude-sonnet-5"
 ROUTE_ALERTS = {"SwerveRouteDegraded", "SwerveHighSwapRate", "SwerveBreakerOpen"}

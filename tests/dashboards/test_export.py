@@ -13,7 +13,7 @@ import yaml
 
 from dashboards import HERE, grafana
 from swerve import FallbackConfig
-from swerve._dashboards import dashboard
+from swerve._dashboards import alertmanager, dashboard
 from swerve._dashboards.rules import alert_rules
 from swerve.cli import main
 
@@ -40,6 +40,21 @@ def test_export_without_config_writes_the_dashboard_and_the_generic_rules(
     assert rules["groups"][1]["rules"] == []
     printed = capsys.readouterr().out
     assert str(out / "swerve.json") in printed and "0 for chains" in printed
+    # the Alertmanager config for these rules, the shipped copy byte for byte
+    assert (out / "alertmanager.yml").read_text() == alertmanager()
+    assert str(out / "alertmanager.yml") in printed
+
+
+def test_the_alertmanager_config_has_one_source() -> None:
+    """The wheel's copy is the only one: the end-to-end test runs it, the repository keeps
+    no other (tests/test_packaging.py checks the wheel holds it)."""
+    from . import test_alertmanager_e2e
+
+    assert test_alertmanager_e2e.ALERTMANAGER.read_text() == alertmanager()
+    assert test_alertmanager_e2e.ALERTMANAGER.parent.name == "_dashboards"
+    assert not (HERE / "alertmanager.yml").exists()
+    routes = yaml.safe_load(alertmanager())["route"]["routes"]
+    assert routes[0]["matchers"] == ['alertname=~"Swerve.+"']
 
 
 def test_export_with_the_demo_config_writes_the_committed_rules(tmp_path: Path) -> None:
@@ -92,5 +107,5 @@ def test_export_without_pyyaml_says_which_extra(
     monkeypatch.setitem(sys.modules, "yaml", None)  # as if pyyaml were not installed
     monkeypatch.delitem(sys.modules, "swerve._dashboards.rules")
     assert main(["dashboards", "export", str(tmp_path / "out")]) == 2
-    assert "pip install 'swerve[cli]'" in capsys.readouterr().err
+    assert "install swerve's cli extra (README: Use it in your project)" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()

@@ -386,3 +386,129 @@ def test_a_bad_health_section_is_named_and_keeps_the_password_out(
     assert code == 2 and out == ""
     assert f"{path}: {message}" in err, err
     assert PASSWORD not in err and "Traceback" not in err
+
+
+# --- traps: another prefix holds the fleet; a drain that leaves a chain nothing -----------------
+def _cool(url: str, prefix: str, *routes: str) -> None:
+    """Cool ``routes`` down under ``prefix``, as a process of that fleet would."""
+    health = RedisHealth.from_url(url, prefix=prefix)
+    try:
+        assert health.wait_until_shared(5)
+        for route in routes:
+            health.cool_down(route, time.time(), CooldownRule(60, 60), "unavailable")
+        _wait_for(f"{prefix}'s cooldowns in Redis", lambda: len(health.fleet_view()) == len(routes))
+    finally:
+        health.close()
+
+
+def test_an_empty_prefix_names_the_prefixes_that_hold_routes(
+    server: RedisServer, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.delenv("SWERVE_HEALTH_PREFIX", raising=False)
+    # docs/fleet.md's prefix; a route with a ":" in its model; a route whose key is a digest
+    _cool(server.url, "support-agent", PRIMARY, "bedrock/claude-v1:0")
+    _cool(server.url, "blue:green", "x/{odd}")
+    code, out, err = _routes(capsys, "--url", server.url)
+    assert code == 0, err
+    assert out.splitlines() == [
+        f"every route is healthy in {server.url} (prefix 'swerve')",
+        "other prefixes in this Redis hold route health: 'blue:green' (1 route), "
+        "'support-agent' (2 routes)",
+        "pick one with --prefix NAME (or the config file's health.prefix, or "
+        "$SWERVE_HEALTH_PREFIX)",
+    ]
+    code, out, _ = _routes(capsys, "--url", server.url, "--prefix", "support-agent")
+    assert code == 0 and out.startswith("2 route(s) degraded") and "other prefixes" not in out
+    # an empty prefix beside one other: only the other is named, never the one asked for
+    _cool(server.url, "swerve", FALLBACK)
+    code, out, _ = _routes(capsys, "--url", server.url, "--prefix", "empty")
+    assert "'swerve' (1 route)" in out and "'empty'" not in out.splitlines()[1]
+
+
+def test_the_prefix_scan_is_bounded(server: RedisServer) -> None:
+    _cool(server.url, "support-agent", PRIMARY, FALLBACK)
+    health = RedisHealth.from_url(server.url)
+    try:
+        assert health.wait_until_shared(5)
+        assert health._wire.prefixes() == ({"support-agent": 2}, True)
+        found, complete = health._wire.prefixes(limit=1)  # one key read: the look is partial
+        assert found == {"support-agent": 1} and not complete
+    finally:
+        health.close()
+
+
+def _chain_file(tmp_path: Path) -> Path:
+    path = tmp_path / "chain.json"
+    path.write_text(json.dumps({"fallbacks": {PRIMARY: FALLBACK}}))
+    return path
+
+
+def test_drain_refuses_to_leave_a_chain_with_no_healthy_route(
+    server: RedisServer, store: RedisHealth, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    monkeypatch.setenv("COLUMNS", "200")
+    store.cool_down(PRIMARY, time.time(), CooldownRule(60, 60), "unavailable")
+    _wait_for("the cooldown in Redis", lambda: store.fleet_view())
+    config = str(_chain_file(tmp_path))
+    args = ("--url", server.url, "--config", config, "drain", FALLBACK, "--for", "10m")
+    code, out, err = _routes(capsys, *args)
+    assert code == 3 and out == ""
+    first = err.splitlines()[0]
+    assert first.startswith(
+        f"error: draining {FALLBACK} leaves no healthy route for calls to {PRIMARY}: "
+        f"{PRIMARY} -> {FALLBACK} ({PRIMARY} cooling until "
+    )
+    assert first.endswith(f", {FALLBACK} drained (this drain))")
+    assert "--force" in err and "swerve routes clear" in err
+    assert [h.route for h in store.fleet_view()] == [PRIMARY]  # nothing drained
+    # --force drains anyway
+    code, out, err = _routes(capsys, *args, "--force")
+    assert code == 0, err
+    assert out.startswith(f"drained {FALLBACK} until ")
+    assert {h.route: h.reason for h in store.fleet_view()}[FALLBACK] == "drained"
+
+
+def test_drain_counts_an_open_breaker_as_down_and_reads_the_config_variable(
+    server: RedisServer, store: RedisHealth,
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    monkeypatch.setenv("SWERVE_FALLBACK_CONFIG", json.dumps({"fallbacks": {PRIMARY: FALLBACK}}))
+    breaker = BreakerConfig(min_calls=2, open_s=120)
+    for _ in range(2):
+        store.record(FALLBACK, Outcome.FAILURE, time.time(), breaker, probe=False)
+    _wait_for("the open breaker in Redis", lambda: store.fleet_view())
+    code, _, err = _routes(capsys, "--url", server.url, "drain", PRIMARY, "--for", "90s")
+    assert code == 3
+    assert f"{FALLBACK} breaker open until " in err and f"{PRIMARY} -> {FALLBACK}" in err
+
+
+def test_drain_goes_ahead_when_the_chain_keeps_a_healthy_route(
+    server: RedisServer, store: RedisHealth, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    monkeypatch.delenv("SWERVE_FALLBACK_CONFIG", raising=False)
+    config = str(_chain_file(tmp_path))
+    # the primary cooling, the fallback healthy: draining the primary leaves the fallback
+    store.cool_down(PRIMARY, time.time(), CooldownRule(60, 60), "unavailable")
+    _wait_for("the cooldown in Redis", lambda: store.fleet_view())
+    code, out, err = _routes(
+        capsys, "--url", server.url, "--config", config, "drain", PRIMARY, "--for", "90s"
+    )
+    assert code == 0 and err == "" and out.startswith(f"drained {PRIMARY}")
+    # a route on no chain of the config: nothing to strand
+    code, _, err = _routes(
+        capsys, "--url", server.url, "--config", config, "drain", "mistral/large", "--for", "90s"
+    )
+    assert code == 0 and err == ""
+
+
+def test_drain_without_a_config_says_the_check_could_not_be_made(
+    server: RedisServer, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SWERVE_FALLBACK_CONFIG", raising=False)
+    code, out, err = _routes(capsys, "--url", server.url, "drain", FALLBACK, "--for", "90s")
+    assert code == 0 and out.startswith(f"drained {FALLBACK}")
+    assert err.startswith("note: could not check that the drain leaves each chain a healthy route")
+    assert "--config FILE" in err and "$SWERVE_FALLBACK_CONFIG" in err

@@ -3,7 +3,9 @@
 ``swerve.json`` beside this file is the dashboard. It is generated in swerve's repository
 (``python -m dashboards``, with grafana-foundation-sdk, a development tool only), and the test
 suite checks that this copy equals what the generator produces. :mod:`.rules` generates the
-alert rules for any config. ``swerve dashboards export`` writes both.
+alert rules for any config. ``alertmanager.yml`` is an Alertmanager config for those rules
+(this copy is the only one: the tests read it from here). ``swerve dashboards export`` writes
+all three.
 """
 
 from __future__ import annotations
@@ -13,9 +15,17 @@ from typing import Final
 
 from .. import _telemetry as _t
 
-__all__ = ["DASHBOARD_FILE", "PROMETHEUS_NAMES", "dashboard", "label"]
+__all__ = [
+    "ALERTMANAGER_FILE",
+    "DASHBOARD_FILE",
+    "PROMETHEUS_NAMES",
+    "alertmanager",
+    "dashboard",
+    "label",
+]
 
 DASHBOARD_FILE: Final = "swerve.json"
+ALERTMANAGER_FILE: Final = "alertmanager.yml"
 
 # Prometheus names of swerve's OpenTelemetry metrics, as the OpenTelemetry Python Prometheus
 # exporter (opentelemetry-exporter-prometheus) writes them: dots become underscores, counters
@@ -53,3 +63,8 @@ def label(attribute: str) -> str:
 def dashboard() -> str:
     """The Grafana dashboard's JSON, as shipped."""
     return files(__package__ or __name__).joinpath(DASHBOARD_FILE).read_text(encoding="utf-8")
+
+
+def alertmanager() -> str:
+    """The Alertmanager config's YAML, as shipped."""
+    return files(__package__ or __name__).joinpath(ALERTMANAGER_FILE).read_text(encoding="utf-8")
