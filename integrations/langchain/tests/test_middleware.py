@@ -188,5 +188,5 @@ def test_failover_middleware_without_langchain_says_which_extra_to_install() -> 
     assert proc.stdout.splitlines() == [
         "FailoverChatModel",
         "ImportError: FailoverMiddleware needs langchain (v1): "
-        "pip install 'swerve-langchain[agents]'",
+        "install swerve-langchain's agents extra (README: Use it in your project)",
     ]

@@ -12,7 +12,7 @@ from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.runnables import RunnableLambda
 from langchain_core.tools import tool
 from lc_support import FakeClock, Otel, chat_openai, seed_config
-from swerve_langchain import with_failover
+from swerve_langchain import STREAM_RESET_EVENT, with_failover
 
 from swerve import Failover, MemoryHealth
 from swerve.testing import FakeProvider, Fault, Reply, ToolCall
@@ -138,7 +138,9 @@ async def test_a_restarted_stream_sends_the_reset_event(
     )
     fake.script("primary", [Fault.error_after(2, "openrouter")])
     events = [e async for e in chain.astream_events({"question": "hi"}, version="v2")]
-    (reset,) = [e for e in events if e["event"] == "on_custom_event"]
+    (reset,) = [
+        e for e in events if e["event"] == "on_custom_event" and e["name"] == STREAM_RESET_EVENT
+    ]
     assert reset["name"] == "swerve.stream_reset"
     assert reset["data"] == {"route_from": A, "route_to": B, "requested": A}
     at = events.index(reset)

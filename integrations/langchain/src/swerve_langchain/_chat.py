@@ -19,6 +19,7 @@ from swerve import Attempt, Failover, FallbackConfig, HealthStore, Result, Route
 from ._chunks import CHAT_SPEC
 from ._common import ANotify, Notify, anotifier, make_failover, notifier, summary, warn_retries
 from ._framework_span import awithin, parented, within
+from ._limits import SyncLimits
 from ._live import arelay, collect, relay
 from ._route_model import RouteModel
 from ._stream_call import StreamCall, aopened, current, opened
@@ -188,12 +189,16 @@ class FailoverChatModel(BaseChatModel):
     ) -> tuple[RouteModel, list[BaseMessage]]:
         return self._resolved[str(attempt.route)], self._messages_for(attempt, messages)
 
+    def _sync_limits(self, attempt: Attempt) -> SyncLimits | None:
+        """The time limits a sync attempt is held to (async ones are cancelled instead)."""
+        return SyncLimits.of(self._failover.config, attempt)
+
     def _attempt_generate(
         self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any],
         attempt: Attempt,
     ) -> ChatResult:  # fmt: skip
         rm, msgs = self._attempt(messages, attempt)
-        return rm.generate(msgs, stop, kwargs, attempt)
+        return rm.generate(msgs, stop, kwargs, attempt, self._sync_limits(attempt))
 
     async def _aattempt_generate(
         self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any],
@@ -207,7 +212,7 @@ class FailoverChatModel(BaseChatModel):
         attempt: Attempt,
     ) -> Iterator[ChatGenerationChunk]:  # fmt: skip
         rm, msgs = self._attempt(messages, attempt)
-        return rm.stream(msgs, stop, kwargs, attempt)
+        return rm.stream(msgs, stop, kwargs, attempt, self._sync_limits(attempt))
 
     def _aattempt_stream(
         self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any],

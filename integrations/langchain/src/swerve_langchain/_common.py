@@ -16,6 +16,7 @@ from langchain_core.callbacks import (
     CallbackManagerForLLMRun,
 )
 from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessageChunk, BaseMessage
 from langchain_core.outputs import LLMResult
 from langchain_core.runnables import Runnable, RunnableBinding
 
@@ -24,6 +25,7 @@ from swerve import Attempt, Failover, FallbackConfig, HealthStore, Result, Route
 from ._errors import classify_langchain_error
 
 __all__ = [
+    "RESULT_EVENT",
     "STREAM_RESET_EVENT",
     "EffectWatcher",
     "SwerveRetryWarning",
@@ -37,6 +39,9 @@ STREAM_RESET_EVENT = "swerve.stream_reset"
 (visible in ``astream_events`` as ``on_custom_event``): drop what the stream showed so far."""
 RESET_KEY = "swerve_stream_reset"
 """``response_metadata`` key on the first chunk of the route a stream restarted on."""
+RESULT_EVENT = "swerve.result"
+"""Name of the LangChain custom event a :func:`with_failover` call sends when it ends well:
+its data is the :func:`summary` (who answered), whatever the output is."""
 
 Notify = Callable[[StreamReset], None]
 ANotify = Callable[[StreamReset], Awaitable[None]]
@@ -82,6 +87,21 @@ def summary(result: Result[Any]) -> dict[str, Any]:
     if result.skipped:
         info["skipped"] = [{"route": str(s.route), "learned": s.learned} for s in result.skipped]
     return info
+
+
+def stamped(value: Any, info: dict[str, Any]) -> Any:
+    """``value`` with ``info`` as ``response_metadata["swerve"]`` of its message: the value
+    itself when it is a message, its ``"raw"`` message when it is the dict of
+    ``with_structured_output(include_raw=True)``. Any other value is returned unchanged."""
+    message = value.get("raw") if isinstance(value, Mapping) else value
+    if isinstance(message, BaseMessage):
+        message.response_metadata = {**message.response_metadata, "swerve": info}
+    return value
+
+
+def summary_chunk(info: dict[str, Any]) -> AIMessageChunk:
+    """A message stream's last chunk: no content, the ``swerve`` summary in its metadata."""
+    return AIMessageChunk(content="", response_metadata={"swerve": info}, chunk_position="last")
 
 
 _M = TypeVar("_M", CallbackManager, AsyncCallbackManager)
@@ -143,6 +163,18 @@ def anotifier(
     return notify
 
 
+def announce(run_manager: CallbackManagerForChainRun, info: dict[str, Any]) -> None:
+    """Send :data:`RESULT_EVENT` with ``info`` to the run's callbacks."""
+    manager = _of_run(CallbackManager, run_manager)
+    manager.on_custom_event(RESULT_EVENT, info, run_id=run_manager.run_id)
+
+
+async def aannounce(run_manager: AsyncCallbackManagerForChainRun, info: dict[str, Any]) -> None:
+    """Async :func:`announce`."""
+    manager = _of_run(AsyncCallbackManager, run_manager)
+    await manager.on_custom_event(RESULT_EVENT, info, run_id=run_manager.run_id)
+
+
 class EffectWatcher(BaseCallbackHandler):
     """Watches one attempt's run tree: a tool that ran there is an effect, so the attempt's
     failure must surface rather than run the tool again on another route; the chat models
@@ -168,6 +200,12 @@ class EffectWatcher(BaseCallbackHandler):
             inputs, outputs = self._tokens if usage else (None, None)
             reasons = (finish,) if isinstance(finish, str) else ()
             self.attempt.report_usage(inputs, outputs, reasons)
+
+    def abandoned(self) -> None:
+        """The attempt was given up at a time limit while its thread runs on: a tool still
+        running there may yet have its effect, so the failure must surface."""
+        for name in list(self._names.values()):
+            self.attempt.record_effect(f"tool:{name}")
 
     def on_tool_start(
         self, serialized: dict[str, Any], input_str: str, *, run_id: Any, **kwargs: Any

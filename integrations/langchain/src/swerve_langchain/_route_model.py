@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
@@ -15,9 +16,16 @@ from langchain_core.outputs import ChatGenerationChunk, ChatResult
 from swerve import Attempt, Route, Telemetry
 from swerve._wire_rules import CACHE_CONTROL, prepare_for_route
 
-from ._chunks import achecked, check_result, checked, strict_finish
+from ._chunks import achecked, check_result, checked, part_of, strict_finish
 from ._common import resolve_chat_model
 from ._history import MessageRules, Target, target_of
+from ._limits import (
+    SyncLimits,
+    bounded_call,
+    bounded_stream,
+    has_request_timeout,
+    request_timeout,
+)
 
 __all__ = ["RouteModel"]
 
@@ -71,13 +79,23 @@ class RouteModel:
             call.pop(CACHE_CONTROL, None)  # Anthropic's top-level caching kwarg
         return call
 
+    def _what(self) -> str:
+        return f"the {type(self.model).__name__} of route {self.route}"
+
     # -- the attempt ----------------------------------------------------------------------------
-    # Each tells ``attempt`` the token usage and finish reason the answer reports.
+    # Each tells ``attempt`` the token usage and finish reason the answer reports. The sync
+    # ones hold the model to ``limits`` (see _limits): through its SDK's per-request timeout
+    # when it has one, else by no longer waiting for it in a worker thread.
     def generate(
         self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any],
-        attempt: Attempt,
+        attempt: Attempt, limits: SyncLimits | None = None,
     ) -> ChatResult:  # fmt: skip
-        result = self.model._generate(messages, stop=stop, **self._call(kwargs))
+        call = self._call(kwargs)
+        bound = limits.unary() if limits is not None else None
+        timed = request_timeout(self.model, call, bound[1] if bound else None)
+        call.update(timed)
+        run = partial(self.model._generate, messages, stop=stop, **call)
+        result = run() if bound is None or timed else bounded_call(run, bound, self._what())
         return check_result(result, str(self.route), self.strict, attempt)
 
     async def agenerate(
@@ -89,9 +107,19 @@ class RouteModel:
 
     def stream(
         self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any],
-        attempt: Attempt,
+        attempt: Attempt, limits: SyncLimits | None = None,
     ) -> Iterator[ChatGenerationChunk]:  # fmt: skip
-        chunks = self.sources[0](self.model, messages, stop, self._call(kwargs))
+        call = self._call(kwargs)
+        if limits is None:
+            chunks = self.sources[0](self.model, messages, stop, call)
+        else:
+            # Every wait for a chunk is bounded by the reader; where the SDK takes a timeout,
+            # its client's timeout (capped by swerve's) also ends the abandoned read itself, so
+            # no warning is needed.
+            call.update(request_timeout(self.model, call, limits.per_request(stream=True)))
+            source = partial(self.sources[0], self.model, messages, stop, call)
+            what = None if has_request_timeout(self.model) else self._what()
+            chunks = bounded_stream(source, limits, part_of, what)
         return checked(chunks, str(self.route), self.strict, attempt)
 
     def astream(

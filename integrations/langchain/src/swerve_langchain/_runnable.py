@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from functools import partial
 from typing import Any, Literal, Self
 
 from langchain_core.callbacks import AsyncCallbackManagerForChainRun, CallbackManagerForChainRun
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import BaseMessage, BaseMessageChunk
 from langchain_core.outputs import ChatGenerationChunk
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableSerializable, patch_config
 from pydantic import ConfigDict, Field, PrivateAttr, model_validator
@@ -23,7 +24,19 @@ from swerve import (
 )
 
 from ._chunks import part_of
-from ._common import EffectWatcher, anotifier, make_failover, notifier, warn_retries
+from ._common import (
+    EffectWatcher,
+    aannounce,
+    announce,
+    anotifier,
+    make_failover,
+    notifier,
+    stamped,
+    summary,
+    summary_chunk,
+    warn_retries,
+)
+from ._limits import SyncLimits, bounded_call, bounded_stream
 
 __all__ = ["RunnableFailover", "with_failover"]
 
@@ -91,40 +104,55 @@ class RunnableFailover(RunnableSerializable[Any, Any]):
         attempt: Attempt,
         config: RunnableConfig,
         run_manager: CallbackManagerForChainRun | AsyncCallbackManagerForChainRun,
-    ) -> tuple[Runnable[Any, Any], Any, RunnableConfig]:
+    ) -> tuple[Runnable[Any, Any], Any, RunnableConfig, EffectWatcher]:
         runnable = self.runnables[str(attempt.route)]
         child = run_manager.get_child(f"swerve:attempt:{attempt.number}")
-        child.add_handler(EffectWatcher(attempt), inherit=True)
+        watcher = EffectWatcher(attempt)
+        child.add_handler(watcher, inherit=True)
         if self.prepare is not None:
             value = self.prepare(value, attempt)
-        return runnable, value, patch_config(config, callbacks=child)
+        return runnable, value, patch_config(config, callbacks=child), watcher
+
+    def _what(self, attempt: Attempt) -> str:
+        return f"the runnable of route {attempt.route}"
 
     def _run(
         self, value: Any, run_manager: CallbackManagerForChainRun, config: RunnableConfig,
         kwargs: dict[str, Any], attempt: Attempt,
     ) -> Any:  # fmt: skip
-        runnable, value, cfg = self._attempt_args(value, attempt, config, run_manager)
-        return runnable.invoke(value, cfg, **kwargs)
+        runnable, value, cfg, watcher = self._attempt_args(value, attempt, config, run_manager)
+        limits = SyncLimits.of(self._failover.config, attempt)
+        bound = limits.unary() if limits is not None else None
+        if bound is None:
+            return runnable.invoke(value, cfg, **kwargs)
+        # A runnable has no timeout swerve can set: it runs in a worker thread, abandoned at
+        # the limit (a tool it was running then counts as an effect: never run it twice).
+        run = partial(runnable.invoke, value, cfg, **kwargs)
+        return bounded_call(run, bound, self._what(attempt), watcher.abandoned)
 
     async def _arun(
         self, value: Any, run_manager: AsyncCallbackManagerForChainRun, config: RunnableConfig,
         kwargs: dict[str, Any], attempt: Attempt,
     ) -> Any:  # fmt: skip
-        runnable, value, cfg = self._attempt_args(value, attempt, config, run_manager)
+        runnable, value, cfg, _ = self._attempt_args(value, attempt, config, run_manager)
         return await runnable.ainvoke(value, cfg, **kwargs)
 
     def _run_stream(
         self, value: Any, run_manager: CallbackManagerForChainRun, config: RunnableConfig,
         kwargs: dict[str, Any], attempt: Attempt,
     ) -> Iterator[Any]:  # fmt: skip
-        runnable, value, cfg = self._attempt_args(value, attempt, config, run_manager)
-        yield from runnable.stream(value, cfg, **kwargs)
+        runnable, value, cfg, watcher = self._attempt_args(value, attempt, config, run_manager)
+        limits = SyncLimits.of(self._failover.config, attempt)
+        if limits is None:
+            return runnable.stream(value, cfg, **kwargs)
+        source = partial(runnable.stream, value, cfg, **kwargs)
+        return bounded_stream(source, limits, _part, self._what(attempt), watcher.abandoned)
 
     async def _arun_stream(
         self, value: Any, run_manager: AsyncCallbackManagerForChainRun, config: RunnableConfig,
         kwargs: dict[str, Any], attempt: Attempt,
     ) -> AsyncIterator[Any]:  # fmt: skip
-        runnable, value, cfg = self._attempt_args(value, attempt, config, run_manager)
+        runnable, value, cfg, _ = self._attempt_args(value, attempt, config, run_manager)
         async for chunk in runnable.astream(value, cfg, **kwargs):
             yield chunk
 
@@ -136,7 +164,10 @@ class RunnableFailover(RunnableSerializable[Any, Any]):
             def fn(attempt: Attempt) -> Any:
                 return self._run(value, run_manager, config, kwargs, attempt)
 
-            return self._failover.call(self._requested, fn).value
+            result = self._failover.call(self._requested, fn)
+            info = summary(result)
+            announce(run_manager, info)
+            return stamped(result.value, info)
 
         return self._call_with_config(call, input, config)
 
@@ -147,7 +178,10 @@ class RunnableFailover(RunnableSerializable[Any, Any]):
             async def fn(attempt: Attempt) -> Any:
                 return await self._arun(value, run_manager, config, kwargs, attempt)
 
-            return (await self._failover.acall(self._requested, fn)).value
+            result = await self._failover.acall(self._requested, fn)
+            info = summary(result)
+            await aannounce(run_manager, info)
+            return stamped(result.value, info)
 
         return await self._acall_with_config(call, input, config)
 
@@ -164,12 +198,18 @@ class RunnableFailover(RunnableSerializable[Any, Any]):
                 return self._run_stream(value, run_manager, config, kwargs, attempt)
 
             stream = self._failover.stream(self._requested, fn, _SPEC, mid_stream=self.mid_stream)
+            messages = False  # whether the chunks are messages: then a summary chunk ends them
             with stream:
                 for item in stream:
                     if isinstance(item, StreamReset):
                         notify(item)
                         continue
+                    messages = isinstance(item, BaseMessageChunk)
                     yield item
+            info = summary(stream.result(None))
+            announce(run_manager, info)
+            if messages:
+                yield summary_chunk(info)
 
         yield from self._transform_stream_with_config(iter([input]), transform, config)
 
@@ -188,12 +228,18 @@ class RunnableFailover(RunnableSerializable[Any, Any]):
                 return self._arun_stream(value, run_manager, config, kwargs, attempt)
 
             stream = self._failover.astream(self._requested, fn, _SPEC, mid_stream=self.mid_stream)
+            messages = False
             async with stream:
                 async for item in stream:
                     if isinstance(item, StreamReset):
                         await notify(item)
                         continue
+                    messages = isinstance(item, BaseMessageChunk)
                     yield item
+            info = summary(stream.result(None))
+            await aannounce(run_manager, info)
+            if messages:
+                yield summary_chunk(info)
 
         async def one() -> AsyncIterator[Any]:
             yield input

@@ -1,0 +1,312 @@
+"""swerve's time limits in sync code, which cannot be cancelled.
+
+Two ways, by what the route model allows:
+
+* a model whose SDK takes a per-request timeout (ChatOpenAI and its subclasses, ChatAnthropic,
+  ChatOpenRouter) gets one on each call: the smaller of its own and the attempt's remaining
+  time, so the SDK itself ends a hung request;
+* any other wait (another model, a runnable, every sync stream) runs in a worker thread that
+  the caller stops waiting for at the limit; the attempt then fails as a timeout, and the
+  thread, abandoned, runs on until its call ends by itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import math
+import queue
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from swerve import Attempt, FallbackConfig, PartKind
+from swerve._failures import AttemptTimeout
+
+__all__ = [
+    "SwerveTimeoutWarning",
+    "SyncLimits",
+    "bounded_call",
+    "bounded_stream",
+    "has_request_timeout",
+    "request_timeout",
+]
+
+T = TypeVar("T")
+
+
+class SwerveTimeoutWarning(UserWarning):
+    """A sync attempt ran into one of swerve's time limits on a route swerve cannot stop (a
+    model without a per-request timeout, or a runnable): swerve stopped waiting, failed the
+    attempt as a timeout and moved on; the abandoned call runs on in a background thread
+    until it ends by itself."""
+
+
+@dataclass(frozen=True, slots=True)
+class SyncLimits:
+    """One sync attempt's limits, in seconds from its start (None: no such limit)."""
+
+    end: float | None
+    """The attempt's own limit or the call's deadline, whichever is sooner."""
+    end_name: str
+    first_token: float | None
+    stall: float | None
+
+    @classmethod
+    def of(cls, config: FallbackConfig | None, attempt: Attempt) -> SyncLimits | None:
+        """The limits the config sets for ``attempt``; None when it sets none (the derived
+        call bound alone is left to the clients' own timeouts, as before)."""
+        if config is None or not config.enabled:
+            return None
+        end = attempt.timeout_or(None)
+        own = config.attempt_timeout_s
+        name = "deadline" if end is not None and (own is None or end < own - 1e-6) else "attempt"
+        limits = cls(end, name, config.first_token_timeout_s, config.stall_timeout_s)
+        if end is None and limits.first_token is None and limits.stall is None:
+            return None
+        return limits
+
+    def unary(self) -> tuple[str, float] | None:
+        """The bound of a whole answer: the attempt's end, or the stall limit counted from the
+        attempt's start (as the async engine bounds a unary attempt)."""
+        pairs = ((self.end_name, self.end), ("stall", self.stall))
+        found = [(s, n) for n, s in pairs if s is not None]
+        if not found:
+            return None
+        seconds, name = min(found)
+        return name, seconds
+
+    def per_request(self, stream: bool) -> float | None:
+        """The timeout to hand a route model's SDK: per read, so never stricter than swerve's
+        own limits (a stream's reads come at least as often as its chunks)."""
+        if not stream:
+            bound = self.unary()
+            return bound[1] if bound is not None else None
+        return self.end if self.end is not None else self.stall
+
+
+# -- per-request timeouts -----------------------------------------------------------------------
+def _family(model: object) -> str | None:
+    """Which per-request timeout a LangChain chat model's SDK takes, by its class (read by
+    name, so no optional integration is imported)."""
+    for cls in type(model).__mro__:
+        module = cls.__module__.split(".")[0]
+        if module == "langchain_openai" and cls.__name__ == "BaseChatOpenAI":
+            return "openai"  # openai SDK: create(timeout=...), from the call's kwargs
+        if module == "langchain_anthropic" and cls.__name__ == "ChatAnthropic":
+            return "anthropic"  # anthropic SDK: messages.create(timeout=...)
+        if module == "langchain_openrouter" and cls.__name__ == "ChatOpenRouter":
+            return "openrouter"  # openrouter SDK: chat.send(timeout_ms=...)
+    return None
+
+
+def _capped(own: Any, seconds: float) -> Any:
+    """``own`` (a client timeout: a number, an ``httpx.Timeout``, None for none) with every
+    part at most ``seconds``. Never None: that would turn the client's timeout off."""
+    if isinstance(own, int | float) and not isinstance(own, bool):
+        return min(float(own), seconds)
+    parts = ("connect", "read", "write", "pool")
+    if all(hasattr(own, p) for p in parts):  # an httpx.Timeout
+        capped = {p: seconds if getattr(own, p) is None else min(getattr(own, p), seconds)
+                  for p in parts}  # fmt: skip
+        return type(own)(**capped)
+    return seconds  # none, or a form the SDKs do not document: swerve's alone
+
+
+def _client_timeout(model: Any, attr: str) -> Any:
+    try:
+        return getattr(getattr(model, attr), "timeout", None)
+    except Exception:  # a client that cannot be built fails the call itself, with its reason
+        return None
+
+
+def request_timeout(model: object, call: dict[str, Any], seconds: float | None) -> dict[str, Any]:
+    """The call kwargs that hold ``model``'s request to ``seconds``: empty when its SDK takes
+    no per-request timeout (the caller bounds the wait itself) or there is no limit."""
+    if seconds is None:
+        return {}
+    seconds = max(seconds, 0.001)  # a limit already spent still times out, never "no limit"
+    m: Any = model
+    family = _family(model)
+    if family == "openai":
+        own = call["timeout"] if "timeout" in call else _client_timeout(m, "root_client")
+        return {"timeout": _capped(own, seconds)}
+    if family == "anthropic":
+        own = call["timeout"] if "timeout" in call else _client_timeout(m, "_client")
+        return {"timeout": _capped(own, seconds)}
+    if family == "openrouter":
+        ms = max(math.ceil(seconds * 1000), 1)
+        owns = [call.get("timeout_ms"), getattr(m, "request_timeout", None)]
+        config = getattr(getattr(m, "client", None), "sdk_configuration", None)
+        owns.append(getattr(config, "timeout_ms", None))
+        return {"timeout_ms": min([ms, *(o for o in owns if isinstance(o, int) and o > 0)])}
+    return {}
+
+
+def has_request_timeout(model: object) -> bool:
+    return _family(model) is not None
+
+
+# -- worker threads -----------------------------------------------------------------------------
+def _abandon(what: str, limit: str, seconds: float) -> AttemptTimeout:
+    warnings.warn(
+        f"swerve: {what} ran past the {limit.replace('_', ' ')} time limit ({seconds:.3g}s) and "
+        "cannot be stopped from sync code; swerve stopped waiting and moved on, and the call "
+        "runs on in a background thread until it ends by itself. Give the route model a "
+        "timeout of its own, or call it with ainvoke/astream (which cancel).",
+        SwerveTimeoutWarning,
+        stacklevel=2,
+    )
+    return AttemptTimeout(limit, seconds)
+
+
+def bounded_call(
+    fn: Callable[[], T], bound: tuple[str, float], what: str,
+    on_abandon: Callable[[], None] | None = None,
+) -> T:  # fmt: skip
+    """``fn()`` run in a worker thread (in a copy of this context: the attempt's span, the
+    run's callbacks), waited for at most ``bound``'s seconds; past them the attempt fails as
+    an :class:`AttemptTimeout` of that limit, after ``on_abandon()``."""
+    limit, seconds = bound
+    done = threading.Event()
+    box: list[tuple[bool, Any]] = []
+    context = contextvars.copy_context()
+
+    def work() -> None:
+        try:
+            box.append((True, context.run(fn)))
+        except BaseException as exc:  # handed to the caller, whatever it is
+            box.append((False, exc))
+        finally:
+            done.set()
+
+    threading.Thread(target=work, name="swerve-attempt", daemon=True).start()
+    if not done.wait(max(seconds, 0.0)):
+        if on_abandon is not None:
+            on_abandon()
+        raise _abandon(what, limit, seconds)
+    ok, value = box[0]
+    if ok:
+        return value  # type: ignore[no-any-return]
+    raise value
+
+
+class _End:
+    pass
+
+
+_END = _End()
+
+
+@dataclass(frozen=True, slots=True)
+class _Raised:
+    error: BaseException
+
+
+class _BoundedStream(Generic[T]):
+    """An attempt's stream read in a worker thread; each wait for the next chunk ends at the
+    soonest limit (the attempt's end, the first token until content began, the stall)."""
+
+    def __init__(
+        self, open_stream: Callable[[], Iterator[T]], limits: SyncLimits,
+        part: Callable[[T], PartKind | None], what: str | None,
+        on_abandon: Callable[[], None] | None,
+    ) -> None:  # fmt: skip
+        self._open = open_stream
+        self._limits = limits
+        self._part = part
+        self._what = what
+        self._on_abandon = on_abandon
+        self._queue: queue.SimpleQueue[T | _End | _Raised] = queue.SimpleQueue()
+        self._stop = threading.Event()
+        self._started = False
+        self._ended = False
+        self._committed = False
+        self._t0 = self._last = time.monotonic()
+
+    def __iter__(self) -> _BoundedStream[T]:
+        return self
+
+    def _work(self) -> None:
+        source: Iterator[T] | None = None
+        try:
+            source = iter(self._open())
+            for item in source:
+                if self._stop.is_set():
+                    return
+                self._queue.put(item)
+            self._queue.put(_END)
+        except BaseException as exc:  # handed to the reader, whatever it is
+            self._queue.put(_Raised(exc))
+        finally:
+            close = getattr(source, "close", None)
+            if close is not None:
+                with contextlib.suppress(Exception):  # a stream given up: its close is moot
+                    close()
+
+    def _next_wait(self) -> tuple[str, float] | None:
+        now, lim = time.monotonic(), self._limits
+        ends = []
+        if lim.end is not None:
+            ends.append((self._t0 + lim.end, lim.end_name))
+        if not self._committed and lim.first_token is not None:
+            ends.append((self._t0 + lim.first_token, "first_token"))
+        if lim.stall is not None:
+            ends.append((self._last + lim.stall, "stall"))
+        if not ends:
+            return None
+        end, name = min(ends)
+        return name, end - now
+
+    def __next__(self) -> T:
+        if self._ended:
+            raise StopIteration
+        if not self._started:
+            self._started = True
+            context = contextvars.copy_context()
+            threading.Thread(
+                target=context.run, args=(self._work,), name="swerve-stream", daemon=True
+            ).start()
+        wait = self._next_wait()
+        try:
+            item = self._queue.get(timeout=max(wait[1], 0.0) if wait else None)
+        except queue.Empty:
+            assert wait is not None  # an unbounded get never times out
+            self.close()
+            name = wait[0]
+            took = time.monotonic() - (self._last if name == "stall" else self._t0)
+            if self._on_abandon is not None:
+                self._on_abandon()
+            if self._what is not None:
+                raise _abandon(self._what, name, took) from None
+            raise AttemptTimeout(name, took) from None
+        if isinstance(item, _End):
+            self._ended = True
+            raise StopIteration
+        if isinstance(item, _Raised):
+            self._ended = True
+            raise item.error
+        self._last = time.monotonic()
+        if not self._committed and self._part(item) is not None:
+            self._committed = True
+        return item
+
+    def close(self) -> None:
+        """Stop reading: the worker closes the stream at its next chunk (or when its client's
+        own timeout ends the wait)."""
+        self._ended = True
+        self._stop.set()
+
+
+def bounded_stream(
+    open_stream: Callable[[], Iterator[T]], limits: SyncLimits,
+    part: Callable[[T], PartKind | None], what: str | None,
+    on_abandon: Callable[[], None] | None = None,
+) -> Iterator[T]:  # fmt: skip
+    """``open_stream()``'s chunks, read in a worker thread and waited for within ``limits``.
+    ``what`` names the call in the :class:`SwerveTimeoutWarning` a limit raises; None when
+    the call ends by itself soon after (its SDK got a per-request timeout): no warning."""
+    return _BoundedStream(open_stream, limits, part, what, on_abandon)
