@@ -417,3 +417,37 @@ def test_a_field_given_under_both_names_is_named_as_one_field_twice() -> None:
         "FallbackConfig: max_swaps and maxFallbackAttempts are the same field, given twice; "
         "keep one"
     )
+
+
+# --- float fields are strict like the counts ----------------------------------------------------
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"cooldown_s": "60"}, "cooldown_s: '60' is not a number"),
+        ({"cooldownSeconds": "60"}, "cooldownSeconds: '60' is not a number"),
+        ({"backoff_factor": "2"}, "backoff_factor: '2' is not a number"),
+        ({"attempt_timeout_s": "5"}, "attempt_timeout_s: '5' is not a number"),
+        ({"deadline_s": True}, "deadline_s: true is not a number"),
+        ({"breaker": {"failure_rate": "0.5"}}, "breaker.failure_rate: '0.5' is not a number"),
+        ({"breaker": {"open_s": "30"}}, "breaker.open_s: '30' is not a number"),
+    ],
+)
+def test_float_fields_refuse_strings_and_bools(data: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=f"^FallbackConfig: {message}$".replace("(", r"\(")):
+        FallbackConfig(**data)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+        FallbackConfig.model_validate_json(json.dumps(data))
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+        FallbackConfig.from_json(json.dumps(data), source="$X")
+
+
+def test_float_fields_take_ints_and_json_numbers(monkeypatch: pytest.MonkeyPatch) -> None:
+    c = FallbackConfig(cooldown_s=60, backoff_factor=3, attempt_timeout_s=5, breaker={"open_s": 1})  # type: ignore[arg-type]
+    assert (c.cooldown_s, c.backoff_factor, c.attempt_timeout_s, c.breaker.open_s) == (60, 3, 5, 1)
+    assert isinstance(c.cooldown_s, float)
+    text = '{"cooldownSeconds": 60, "deadline_s": 2.5, "breaker": {"failure_rate": 1}}'
+    assert FallbackConfig.model_validate_json(text).cooldown_s == 60.0
+    monkeypatch.setenv(VAR, text)
+    env = FallbackConfig.from_env(VAR)
+    assert env is not None and (env.deadline_s, env.breaker.failure_rate) == (2.5, 1.0)
+    assert FallbackConfig.model_validate_json(c.model_dump_json()) == c  # a dump reads back

@@ -16,7 +16,9 @@ from ._flavour import flavour_of
 from ._redact import REDACTED
 from ._results import Attempt, PartKind, StreamSpec
 from ._sse import _Event, _interpret, _SSEParser
-from ._upstream import Upstream
+from ._upstream import ATTEMPTS_HEADER, REQUESTED_HEADER, ROUTE_HEADER, Upstream
+
+SWERVE_PREFIX = "x-swerve-"  # every header of this prefix is swerve's, never a provider's
 
 _AUTH_HEADERS = frozenset({"authorization", "x-api-key", "api-key"})
 # Upstream.headers whose values are secrets (redacted wherever an upstream echoes them).
@@ -27,6 +29,9 @@ _NOT_RETURNED = frozenset({"content-encoding", "content-length", "transfer-encod
 # them everywhere would mangle the body they are scrubbed from.
 _MIN_SECRET = 8
 _REDACTED_BYTES = REDACTED.encode()
+# How far apart httpx's timers (socket timeouts, from a read's start) and swerve's check (after
+# the read returns) may see one limit end.
+_TIMER_SLACK_S = 0.05
 
 
 @dataclass(slots=True)
@@ -159,9 +164,43 @@ class _Limits:
         if now > self.last + self.stall:
             raise AttemptTimeout("stall", now - self.last)
 
+    def ran_out(self, committed: bool) -> AttemptTimeout | None:
+        """The limit an httpx timeout of this attempt enforced, or None when none is due (the
+        client's own, shorter timeout fired). The limits were handed to httpx as its timeouts,
+        so a blocking read usually ends on httpx's clock a hair before a check would see the
+        limit pass: a limit that ends within that hair counts as run out."""
+        now = time.monotonic()
+        due = now + _TIMER_SLACK_S
+        ends = [(self.end, self.end_name, self.t0), (self.last + self.stall, "stall", self.last)]
+        if not committed:
+            ends.append((self.first, "first_token", self.t0))
+        passed = [end for end in ends if end[0] <= due]
+        if not passed:
+            return None
+        _, name, since = min(passed)
+        return AttemptTimeout(name, max(now - since, 0.0))
+
 
 def _returned(headers: Any) -> list[tuple[str, str]]:
-    return [(k, v) for k, v in headers.multi_items() if k.lower() not in _NOT_RETURNED]
+    """An upstream's headers as the client gets them: less those that describe the encoded
+    body, and less any ``x-swerve-*`` (an upstream must not forge swerve's own)."""
+    # multi_items() names are lower case already (httpx and httpx2 alike).
+    return [
+        (k, v)
+        for k, v in headers.multi_items()
+        if k not in _NOT_RETURNED and not k.startswith(SWERVE_PREFIX)
+    ]
+
+
+def _served_by(attempt: Attempt) -> list[tuple[str, str]]:
+    """swerve's headers on a response ``attempt`` produced: the route that answered and the
+    attempts made (the attempt's number), and the route requested when it is another."""
+    route = str(attempt.route)
+    headers = [(ROUTE_HEADER, route), (ATTEMPTS_HEADER, str(attempt.number))]
+    requested = str(attempt.requested)
+    if requested != route:
+        headers.append((REQUESTED_HEADER, requested))
+    return headers
 
 
 def _response(like: Any, status: int, headers: list[tuple[str, str]], content: bytes) -> Any:

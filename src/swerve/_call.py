@@ -88,6 +88,7 @@ class _Call:
         self.span = self.telemetry.start_call(
             wiring.operation, str(requested), requested.provider, requested.model
         )
+        self.stream = stream
         if stream:
             self.span.set_attribute(STREAM, True)
         self.context = trace.set_span_in_context(self.span)
@@ -133,7 +134,7 @@ class _Call:
     # -- attempts -----------------------------------------------------------------------------
     def begin(self) -> Attempt:
         number = len(self.records) + 1
-        timeout, read = self.time.begin_attempt()
+        timeout, read = self.time.begin_attempt(self.stream)
         self.attempt = Attempt(
             self.current,
             self.requested,
@@ -400,14 +401,15 @@ class _Call:
         return self.result(value)
 
     def finish_error(self, exc: BaseException) -> None:
+        """The call surfaces ``exc``: its note, its duration metric and (when traced) its span's
+        status, whether or not a tracer records; a failed call is off the hot path."""
         self._release_probe()  # the call ended on an error of its own, not the route's
-        if not self.span.is_recording():
-            return
         failure = self.wiring.classify(
             exc.__cause__ if isinstance(exc, MidStreamError) and exc.__cause__ else exc
         )
-        self._summarise({ERROR_TYPE: failure.error_type})
-        self.span.set_status(Status(StatusCode.ERROR, failure.kind.value))
+        if self.span.is_recording():
+            self._summarise({ERROR_TYPE: failure.error_type})
+            self.span.set_status(Status(StatusCode.ERROR, failure.kind.value))
         self.span.end()
         self.telemetry.call_ended(
             str(self.requested), self.time.in_call(), error_type=failure.error_type

@@ -61,7 +61,7 @@ class Classifiers:
         self._warned.add(index)
         name = getattr(rule, "__qualname__", None) or type(rule).__qualname__
         _log.warning(
-            "swerve: classifier %s %s; ignored (treated as None), the built-in rules apply",
+            "classifier %s %s; ignored (treated as None), the built-in rules apply",
             redact(str(name), TOKEN_CHARS),
             redact(what),
         )

@@ -24,17 +24,24 @@ from ._streams import AsyncFailoverStream, FailoverStream
 from ._upstream import ResponseTooLarge, UpstreamStatusError
 
 
-def _given_up(request: Any, error: Exception, core: _Core, started: float) -> Any:
+def _given_up(
+    request: Any,
+    error: Exception,
+    core: _Core,
+    started: float,
+    served: list[tuple[str, str]],
+) -> Any:
     """After swerve gave up: what the client would have received without it, less the keys
-    swerve added; or the error its own stack would have raised."""
+    swerve added, plus swerve's ``served`` headers (the route it came from, the attempts);
+    or the error its own stack would have raised."""
     secrets = core.secrets
     if isinstance(error, UpstreamStatusError):
         headers, content = _redacted(secrets, _returned(error.response.headers), error.content)
-        return _response(request, error.status_code, headers, content)
+        return _response(request, error.status_code, headers + served, content)
     if isinstance(error, _ErrorInBody | _Malformed):
         status, headers, content = error.replay
         headers, content = _redacted(secrets, headers, content)
-        return flavour_of(request).Response(status, headers=headers, content=content)
+        return flavour_of(request).Response(status, headers=headers + served, content=content)
     module = flavour_of(request)
     if isinstance(error, IncompleteStreamError):
         raise module.RemoteProtocolError(

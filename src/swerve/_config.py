@@ -88,8 +88,10 @@ NonNegInt = Annotated[int, Field(ge=0, le=MAX_COUNT, strict=True)]
 # Every float field is finite (JSON's Infinity / NaN literals and 1e400 are refused with the
 # field's name).
 MAX_SECONDS = 7 * 24 * 3600.0
-PosFloat = Annotated[float, Field(gt=0, le=MAX_SECONDS, allow_inf_nan=False)]
-NonNegFloat = Annotated[float, Field(ge=0, le=MAX_SECONDS, allow_inf_nan=False)]
+# Strict like the counts: a number, never a string ("60") or a bool; an int is a number. JSON
+# documents (model_validate_json, the env var) give numbers as numbers, so they still parse.
+PosFloat = Annotated[float, Field(gt=0, le=MAX_SECONDS, allow_inf_nan=False, strict=True)]
+NonNegFloat = Annotated[float, Field(ge=0, le=MAX_SECONDS, allow_inf_nan=False, strict=True)]
 
 
 def _keep_predicate(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
@@ -165,7 +167,7 @@ class BreakerConfig(CheckedModel):
     """Sliding window over which the failure rate is measured."""
     min_calls: Annotated[int, Field(ge=1, le=MAX_MIN_CALLS, strict=True)] = 10
     """Attempts needed in the window before the breaker may open."""
-    failure_rate: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] = 0.5
+    failure_rate: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False, strict=True)] = 0.5
     """Open when failures / attempts in the window reach this."""
     open_s: PosFloat = 30.0
     """How long the breaker stays open the first time."""
@@ -235,7 +237,7 @@ class FallbackConfig(CheckedModel):
     """The longest cooldown, Retry-After included (default: 30 s, or ``cooldown_s`` if
     longer). Equal to ``cooldown_s``, every cooldown has the same length."""
     backoff_initial_s: NonNegFloat = 2.0
-    backoff_factor: Annotated[float, Field(ge=1, allow_inf_nan=False)] = 2.0
+    backoff_factor: Annotated[float, Field(ge=1, allow_inf_nan=False, strict=True)] = 2.0
     backoff_max_s: NonNegFloat = 30.0
     jitter: bool = True
     """Full jitter: each wait is uniform in [0, backoff]."""
@@ -425,9 +427,7 @@ class EnvConfig:
         try:
             config = FallbackConfig.from_json(text, source=f"${self.var}") if text.strip() else None
         except ConfigError as exc:
-            _log.error(
-                "swerve: ignoring new value of $%s, keeping the last good config: %s", self.var, exc
-            )
+            _log.error("ignoring new value of $%s, keeping the last good config: %s", self.var, exc)
             return
         self._config = config
         self.generation += 1

@@ -15,8 +15,9 @@ from typing import Any
 
 import httpx
 
-from ._attempt import _Head, _is_stream, _Reader, _returned
+from ._attempt import _Head, _is_stream, _Reader, _returned, _served_by
 from ._client_side import _byte_stream, _given_up
+from ._failures import AttemptTimeout
 from ._flavour import flavour_of
 from ._results import Attempt
 from ._routes import Route
@@ -35,7 +36,7 @@ class _Exchange:
     not swerve's, passed through.
     """
 
-    __slots__ = ("answer", "cache", "core", "plan", "request", "started", "sync")
+    __slots__ = ("answer", "cache", "core", "plan", "request", "started", "sync", "tried")
 
     def __init__(self, core: _Core, request: Any, cache: dict[Any, Any], sync: bool) -> None:
         self.core = core
@@ -46,6 +47,7 @@ class _Exchange:
         self.plan: _Plan | None = planned if isinstance(planned, _Plan) else None
         self.answer: Any = planned if self.plan is None else None
         self.started = time.monotonic()
+        self.tried: Attempt | None = None  # the last attempt made
 
     def passed_through(self) -> tuple[Any, Any]:
         """The inner transport and the request to send it, for a request that is not swerve's:
@@ -64,6 +66,7 @@ class _Exchange:
         return Attempt(route, route)
 
     def attempt(self, attempt: Attempt, stream: bool) -> _Receiving:
+        self.tried = attempt
         return _Receiving(self, attempt, stream)
 
     @contextmanager
@@ -77,8 +80,10 @@ class _Exchange:
             raise
 
     def given_up(self, error: Exception) -> Any:
-        """The response (or, raised, the error) the client gets when swerve gave up."""
-        return _given_up(self.request, error, self.core, self.started)
+        """The response (or, raised, the error) the client gets when swerve gave up: a response
+        names the route it came from and the attempts made, as a served one does."""
+        served = _served_by(self.tried) if self.tried is not None else []
+        return _given_up(self.request, error, self.core, self.started, served)
 
     def respond(self, head: object, stream: Any) -> Any:
         """The response to a stream request, once its first content is in: its status line and
@@ -121,6 +126,15 @@ class _Receiving:
         self._reader: _Reader | None = None
         self._body = bytearray()
 
+    def ran_out(self, error: BaseException) -> AttemptTimeout | None:
+        """For a sync attempt that ``error`` ended: the limit of swerve's that an httpx timeout
+        enforced (swerve hands its limits to httpx as timeouts), so the client learns which
+        limit ran out, as it does from the async transport; None for any other error."""
+        limits = self.limits
+        if limits is None or not isinstance(error, flavour_of(self.request).TimeoutException):
+            return None
+        return limits.ran_out(self._reader is not None and self._reader.committed)
+
     def arrived(self) -> None:
         """The response head is in: headers that came too late are a timeout too."""
         if self.limits is not None:
@@ -159,7 +173,10 @@ class _Receiving:
         return self.core.complete(self.route, response, content, self.whole, self.attempt)
 
     def head(self, response: Any) -> _Head:
-        return _Head(response.status_code, _returned(response.headers))
+        """The status line and headers the client gets if this attempt's stream is served."""
+        headers = _returned(response.headers)
+        headers += _served_by(self.attempt)
+        return _Head(response.status_code, headers)
 
     def streams(self, response: Any) -> bool:
         """Whether the body is an SSE stream, to read event by event (else it is read whole)."""

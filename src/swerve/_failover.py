@@ -222,7 +222,10 @@ class Failover:
         """
         requested = self.route(route)
         if (run := self._open_call(requested, pin, False)) is None:
-            return passthrough(requested, fn(Attempt(requested, requested)))
+            clock = self._wiring.clock
+            t0 = clock.monotonic()
+            value = fn(Attempt(requested, requested))
+            return passthrough(requested, value, clock.monotonic() - t0)
         return run_sync(run.unary(fn))
 
     async def acall(
@@ -231,7 +234,10 @@ class Failover:
         """Async :meth:`call`; time limits are enforced by cancelling the attempt."""
         requested = self.route(route)
         if (run := self._open_call(requested, pin, False)) is None:
-            return passthrough(requested, await fn(Attempt(requested, requested)))
+            clock = self._wiring.clock
+            t0 = clock.monotonic()
+            value = await fn(Attempt(requested, requested))
+            return passthrough(requested, value, clock.monotonic() - t0)
         return await run_async(run.unary(fn))
 
     # -- streaming ----------------------------------------------------------------------------
@@ -252,7 +258,9 @@ class Failover:
         """
         requested = self.route(route)
         opener = partial(self._open_call, requested, pin, True)
-        return FailoverStream(opener, requested, fn, spec or StreamSpec(), mid_stream, True)
+        return FailoverStream(
+            opener, requested, fn, spec or StreamSpec(), mid_stream, True, self._wiring.clock
+        )
 
     def astream(
         self,
@@ -266,7 +274,9 @@ class Failover:
         """Async :meth:`stream`."""
         requested = self.route(route)
         opener = partial(self._open_call, requested, pin, True)
-        return AsyncFailoverStream(opener, requested, fn, spec or StreamSpec(), mid_stream, True)
+        return AsyncFailoverStream(
+            opener, requested, fn, spec or StreamSpec(), mid_stream, True, self._wiring.clock
+        )
 
     def collect(
         self,
@@ -281,6 +291,8 @@ class Failover:
         """
         requested = self.route(route)
         opener = partial(self._open_call, requested, False, True)
-        stream = FailoverStream(opener, requested, fn, spec or StreamSpec(), "error", False)
+        stream = FailoverStream(
+            opener, requested, fn, spec or StreamSpec(), "error", False, self._wiring.clock
+        )
         chunks = [c for c in stream if not isinstance(c, StreamReset)]
         return stream.result(chunks)

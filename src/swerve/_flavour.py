@@ -52,6 +52,9 @@ class Flavour(Protocol):
     def HTTPError(self) -> type[Any]: ...
 
     @property
+    def TimeoutException(self) -> type[Any]: ...
+
+    @property
     def ReadTimeout(self) -> type[Any]: ...
 
     @property

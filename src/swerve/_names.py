@@ -77,6 +77,7 @@ __all__ = [
     "METRIC_RETRIES",
     "METRIC_ROUTE_DEGRADED",
     "METRIC_ROUTE_SKIPS",
+    "METRIC_STORE_REJECTED",
     "METRIC_STORE_UP",
     "METRIC_SWAPS",
     "METRIC_SWAPS_DECLINED",
@@ -200,6 +201,7 @@ METRIC_FAILOVER_TOKENS: Final = "swerve.failover.tokens"
 METRIC_ROUTE_DEGRADED: Final = "swerve.route.degraded"
 METRIC_BREAKER_STATE: Final = "swerve.breaker.state"
 METRIC_STORE_UP: Final = "swerve.store.up"
+METRIC_STORE_REJECTED: Final = "swerve.store.rejected"
 METRIC_CALL_DURATION: Final = "swerve.call.duration"
 METRIC_ATTEMPT_DURATION: Final = "swerve.attempt.duration"
 METRIC_ADDED_LATENCY: Final = "swerve.call.added_latency"

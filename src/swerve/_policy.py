@@ -117,7 +117,7 @@ def _asks(rule: FailurePredicate, failure: Failure) -> bool:
             _warned.add(id(rule))
             name = getattr(rule, "__qualname__", None) or type(rule).__qualname__
             _log.warning(
-                "swerve: fallback_on predicate %s raised %s: %s; the failure surfaces",
+                "fallback_on predicate %s raised %s: %s; the failure surfaces",
                 redact(str(name), 64),
                 type(problem).__name__,
                 redact(_text(problem)),

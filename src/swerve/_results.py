@@ -187,9 +187,11 @@ class Result(Generic[T]):
         return max((a.swap for a in self.attempts), default=0)
 
 
-def passthrough(requested: Route, value: T) -> Result[T]:
-    """The result of a call swerve let straight through: one unrecorded attempt."""
-    return Result(value, requested, requested, ())
+def passthrough(requested: Route, value: T, duration_s: float) -> Result[T]:
+    """The result of a call swerve let straight through: its one attempt, a success on the
+    requested route (no span, no metric: only the record the caller reads)."""
+    record = AttemptRecord(requested, 1, 0, 0, "success", None, duration_s)
+    return Result(value, requested, requested, (record,))
 
 
 def _any_part(_: object) -> PartKind | None:

@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 
 from ._attempt import (
     _AUTH_HEADERS,
+    SWERVE_PREFIX,
     _ErrorInBody,
     _Limits,
     _Malformed,
@@ -19,6 +20,7 @@ from ._attempt import (
     _response,
     _returned,
     _secrets,
+    _served_by,
 )
 from ._config import FallbackConfig
 from ._failover import Failover
@@ -42,7 +44,8 @@ from ._wire_rules import prepare_for_route
 # What a client may authenticate itself with: meant for the host it addressed, so never sent to
 # another one (see _Core.build).
 _CLIENT_CREDENTIALS = _AUTH_HEADERS | {"cookie", "proxy-authorization", "x-goog-api-key"}
-_SWERVE_PREFIX = "x-swerve-"  # every header of this prefix is for swerve, never for a provider
+_SWERVE_PREFIX = SWERVE_PREFIX  # never sent to a provider, never taken from one
+_SWERVE_RAW = SWERVE_PREFIX.encode()
 _NEVER_FORWARD = frozenset({"host", "content-length"})
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _ERROR_BODY_LIMIT = 64 * 1024
@@ -239,9 +242,18 @@ class _Core:
                 raise _ErrorInBody(data, route, replay)
             if isinstance(data, dict) and (usage := _usage(self.upstreams[route].wire, data)):
                 attempt.report_usage(*usage)
-        if whole:
-            return response  # already read and within the limit: hand it on as it is
-        return _response(response, response.status_code, _returned(response.headers), body)
+        if whole:  # already read and within the limit: hand it on as it is, with swerve's
+            headers = response.headers  # headers instead of any the upstream sent by the name
+            # The raw names: a scan that decodes none of them (this is every healthy call).
+            if any(name[:9].lower() == _SWERVE_RAW for name, _ in headers.raw):
+                for name in [k for k in headers if k.lower().startswith(SWERVE_PREFIX)]:
+                    del headers[name]
+            for name, value in _served_by(attempt):
+                headers[name] = value
+            return response
+        returned = _returned(response.headers)
+        returned += _served_by(attempt)
+        return _response(response, response.status_code, returned, body)
 
     def _replay(self, response: Any, body: bytes) -> _Replay:
         headers, content = _redacted(self.secrets, _returned(response.headers), body)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
 from ._call import ABORTS, _Call
+from ._clock import SYSTEM_CLOCK, Clock
 from ._failures import IncompleteStreamError
 from ._policy import GiveUp, Retry
 from ._results import Attempt, AttemptRecord, MidStreamError, Result, StreamReset, StreamSpec
@@ -99,8 +100,10 @@ class _StreamBase(Generic[C]):
         spec: StreamSpec[C],
         mid_stream: MidStream,
         live: bool,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._open_call = open_call
+        self._clock = clock
         self.requested = requested
         self._fn = fn
         self._spec = spec
@@ -109,6 +112,7 @@ class _StreamBase(Generic[C]):
         self._run: _Call | None = None
         self._state = _StreamState(spec, live)
         self._reset: StreamReset | None = None
+        self._passed: tuple[AttemptRecord, ...] = ()  # a passthrough's one attempt, once it ended
         self.route: Route | None = None
         """The route whose output is being (or was) delivered."""
         self._gen: Any = self._drive(self._steps())  # the subclass's driver: sync or async
@@ -118,19 +122,33 @@ class _StreamBase(Generic[C]):
 
     @property
     def attempts(self) -> tuple[AttemptRecord, ...]:
-        return tuple(self._run.records) if self._run else ()
+        return tuple(self._run.records) if self._run else self._passed
 
     def result(self, value: T) -> Result[T]:
         """``value`` as the result of this stream's call (once the stream has ended)."""
         if self._run is None:
-            return Result(value, self.requested, self.requested, ())
+            return Result(value, self.requested, self.requested, self._passed)
         return self._run.result(value)
 
     def _steps(self) -> Steps[None]:
         run = self._run = self._open_call()
         if run is None:
-            self.route = self.requested
-            yield from self._passthrough()
+            # The passthrough's steps are written here, not delegated to with ``yield from``:
+            # a consumer's close() thrown into a delegating generator closes the delegate, which
+            # then could not yield the Close that ends its upstream.
+            self.route = requested = self.requested
+            t0 = self._clock.monotonic()
+            source = yield Open(self._fn, Attempt(requested, requested), _NO_CONTEXT)
+            pull = Pull(source, _NO_CONTEXT, True, _no_limits, _never_late)
+            try:
+                while (chunk := (yield pull)) is not END:
+                    yield Out([chunk])
+            except BaseException:
+                yield Close(source)  # a consumer that stops early closes the source
+                raise
+            # Only the one attempt's record is kept, for attempts and result().
+            duration = self._clock.monotonic() - t0
+            self._passed = (AttemptRecord(requested, 1, 0, 0, "success", None, duration),)
             return
         try:
             yield from run.start()
@@ -170,18 +188,6 @@ class _StreamBase(Generic[C]):
                 return
         except BaseException as exc:
             run.finish_error(exc)
-            raise
-
-    def _passthrough(self) -> Steps[None]:
-        """The upstream's chunks as they come: no call, no limits, nothing held back."""
-        attempt = Attempt(self.requested, self.requested)
-        upstream = yield Open(self._fn, attempt, _NO_CONTEXT)
-        pull = Pull(upstream, _NO_CONTEXT, True, _no_limits, _never_late)
-        try:
-            while (chunk := (yield pull)) is not END:
-                yield Out([chunk])
-        except BaseException:
-            yield Close(upstream)  # a consumer that stops early closes the upstream
             raise
 
     def _begin(self, run: _Call) -> Attempt:

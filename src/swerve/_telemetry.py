@@ -115,6 +115,11 @@ class Telemetry:
         self.failover_tokens = counter(
             n.METRIC_FAILOVER_TOKENS, "{token}", "Tokens the failed attempts used, by type"
         )
+        self.store_rejected = counter(
+            n.METRIC_STORE_REJECTED,
+            "{value}",
+            "Values read from a shared health store (Redis) that failed validation, by reason",
+        )
         self.call_duration = histogram(
             n.METRIC_CALL_DURATION, "Logical call duration, waits included"
         )
@@ -180,10 +185,10 @@ class Telemetry:
         span.add_event(n.EVENT_STORE, attrs)
         span.end()
         if up:
-            _log.info("swerve: sharing route health through %s", _loggable(description))
+            _log.info("sharing route health through %s", _loggable(description))
         else:
             _log.warning(
-                "swerve: route health is not shared (%s unreachable: %s); each process "
+                "route health is not shared (%s unreachable: %s); each process "
                 "decides alone until it returns",
                 _loggable(description),
                 _loggable(reason or "not connected"),

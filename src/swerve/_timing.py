@@ -30,11 +30,12 @@ class CallTime:
     def in_attempt(self) -> float:
         return self._clock.monotonic() - self.attempt_t0
 
-    def begin_attempt(self) -> tuple[float | None, float | None]:
-        """Start the clock of a new attempt; its ``(timeout, read_timeout)`` for the client."""
+    def begin_attempt(self, stream: bool = True) -> tuple[float | None, float | None]:
+        """Start the clock of a new attempt; its ``(timeout, read_timeout)`` for the client.
+        The first-token limit is a stream's: a unary attempt's reads are not held to it."""
         self.attempt_t0 = self.last_chunk = self._clock.monotonic()
         timeout = read = None
-        _, left = self.next_limit(committed=False)
+        _, left = self.next_limit(committed=not stream)
         if left is not None:
             read = max(left, 0.0)
         ends = [end for name, end in self._limits(True) if name in ("deadline", "attempt")]

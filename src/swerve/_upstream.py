@@ -18,9 +18,15 @@ from ._policy import walk
 
 Wire = Literal["openai", "anthropic"]
 ROUTE_HEADER = "x-swerve-route"
-"""Pin one request to a route: no swaps, no walking past a cooling route."""
+"""On a request: pin it to a route (no swaps, no walking past a cooling route). On a response
+the transport served: the route that answered, the one to pin to get it again."""
 SWITCH_HEADER = "x-swerve-failover"
 """``off`` sends one request to its route once, without swerve's retries or swaps."""
+ATTEMPTS_HEADER = "x-swerve-attempts"
+"""On a response the transport served: how many attempts the call made (for a stream, by the
+time its response was handed over)."""
+REQUESTED_HEADER = "x-swerve-requested"
+"""On a response the transport served from another route than the one requested: that one."""
 
 
 def check_chains(config: FallbackConfig | None, wires: Mapping[str, str]) -> None:

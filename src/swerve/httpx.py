@@ -11,6 +11,11 @@ through untouched.
 Streams are peeked: the response is handed to the client only once the upstream has sent its
 first content event, so an error inside a 200 stream before that is an ordinary failure,
 retried or swapped where the client cannot see it.
+
+Every response to a routed request says who answered: ``x-swerve-route`` (the route that
+served it, the one to pin to get it again), ``x-swerve-attempts``, and ``x-swerve-requested``
+when the route requested was another. An upstream's own ``x-swerve-*`` headers never reach the
+client.
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ from ._health import HealthStore
 from ._results import Attempt
 from ._routing import _Core
 from ._upstream import (
+    ATTEMPTS_HEADER,
+    REQUESTED_HEADER,
     ROUTE_HEADER,
     SWITCH_HEADER,
     ResponseTooLarge,
@@ -38,6 +45,8 @@ from ._upstream import (
 )
 
 __all__ = [
+    "ATTEMPTS_HEADER",
+    "REQUESTED_HEADER",
     "ROUTE_HEADER",
     "SWITCH_HEADER",
     "AsyncFailoverTransport",
@@ -115,23 +124,34 @@ class FailoverTransport(_Transport, httpx.BaseTransport):
     def _once(self, ex: _Exchange, attempt: Attempt) -> Any:
         with ex.scrubbing():
             rx = ex.attempt(attempt, stream=False)
-            response = self._send(rx)
-            return rx.complete(response, self._read(rx, response))
+            try:
+                response = self._send(rx)
+                return rx.complete(response, self._read(rx, response))
+            except Exception as exc:
+                if (limit := rx.ran_out(exc)) is None:
+                    raise
+                raise limit from exc
 
     def _chunks(self, ex: _Exchange, attempt: Attempt) -> Iterator[_Chunk]:
         with ex.scrubbing():
             rx = ex.attempt(attempt, stream=True)
-            response = self._send(rx)
             try:
-                yield rx.head(response)
-                if not rx.streams(response):
-                    yield rx.last(response, self._read(rx, response))
-                    return
-                for data in rx.reads(response):
-                    yield from rx.events(data)
-                yield from rx.end()
-            finally:
-                response.close()
+                response = self._send(rx)
+                try:
+                    yield rx.head(response)
+                    if not rx.streams(response):
+                        yield rx.last(response, self._read(rx, response))
+                        return
+                    for data in rx.reads(response):
+                        yield from rx.events(data)
+                    yield from rx.end()
+                finally:
+                    response.close()
+            except Exception as exc:
+                # httpx enforced one of swerve's limits (its timeouts): say which, as async does.
+                if (limit := rx.ran_out(exc)) is None:
+                    raise
+                raise limit from exc
 
     def _send(self, rx: _Receiving) -> Any:
         response = rx.inner.handle_request(rx.request)

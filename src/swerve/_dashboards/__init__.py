@@ -48,6 +48,7 @@ PROMETHEUS_NAMES: Final = {
     _t.METRIC_ROUTE_DEGRADED: "swerve_route_degraded",
     _t.METRIC_BREAKER_STATE: "swerve_breaker_state",
     _t.METRIC_STORE_UP: "swerve_store_up",
+    _t.METRIC_STORE_REJECTED: "swerve_store_rejected_total",
     _t.METRIC_CALL_DURATION: "swerve_call_duration_seconds",
     _t.METRIC_ATTEMPT_DURATION: "swerve_attempt_duration_seconds",
     _t.METRIC_ADDED_LATENCY: "swerve_call_added_latency_seconds",
