@@ -5,8 +5,6 @@ sibling route, cools the failed route down so later calls start on a healthy one
 every decision as OpenTelemetry spans, events and metrics.
 """
 
-import logging
-
 from ._clock import Clock
 from ._config import BreakerConfig, ConfigError, FallbackConfig
 from ._failover import Failover
@@ -27,8 +25,9 @@ from ._routes import Route
 from ._telemetry import Telemetry
 from ._version import __version__
 
-# A library logs; the application decides where to (the logging HOWTO's advice).
-logging.getLogger("swerve").addHandler(logging.NullHandler())
+# No NullHandler on "swerve": with logging unconfigured, Python's last-resort handler shows
+# WARNING and above on stderr (a swap, a health store that went away), and an application that
+# configures logging decides as usual. Nothing below WARNING is shown unasked.
 
 __all__ = [
     "Attempt",

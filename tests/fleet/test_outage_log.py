@@ -2,13 +2,17 @@
 without its password, and one INFO when sharing resumes; never a line per failed reconnect or
 per call. A real redis-server (tests/fleet/conftest.py) is killed and started again.
 
-swerve installs a NullHandler on "swerve" (the logging HOWTO's advice for libraries), so these
-lines reach whatever handler the application configures; caplog is such a handler.
+caplog is the handler an application configures; with none configured, Python's last-resort
+handler prints the WARNING on stderr (the last test here, in a process of its own).
 """
 
 from __future__ import annotations
 
 import logging
+import select
+import subprocess
+import sys
+import textwrap
 import time
 from collections.abc import Callable
 
@@ -17,6 +21,7 @@ import pytest
 from swerve import RedisHealth
 from swerve._health import CooldownRule
 
+from .._local import free_port
 from ._servers import RedisServer, wait_for
 
 PASSWORD = "s3cret-outage-pass-0123456789"
@@ -65,3 +70,37 @@ def test_one_warning_per_outage_and_one_info_when_sharing_resumes(
     assert len(_lines(caplog, logging.WARNING)) == 2  # closing is not an outage
     assert all(PASSWORD not in r.getMessage() for r in caplog.records)
     assert all(PASSWORD not in str(r.args) for r in caplog.records)
+
+
+def test_with_logging_unconfigured_the_outage_warning_reaches_stderr() -> None:
+    """A script that configures no logging still hears that sharing stopped: one line on stderr
+    (Python's last-resort handler), without the password, and nothing else from swerve."""
+    port = free_port()  # nothing listens there: the store never connects
+    script = textwrap.dedent(
+        f"""
+        import sys
+        from swerve import RedisHealth
+        store = RedisHealth.from_url("redis://:{PASSWORD}@127.0.0.1:{port}/0")
+        sys.stdin.read()  # until the test has seen the warning
+        store.close()
+        """
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stderr is not None and child.stdin is not None
+        ready, _, _ = select.select([child.stderr], [], [], 30)
+        assert ready, "no warning within 30 s"
+        first = child.stderr.readline()
+        child.stdin.close()
+        rest = child.stderr.read()
+        assert child.wait(timeout=30) == 0, rest
+    finally:
+        child.kill()
+    assert first.startswith(f"route health is not shared (redis://:***@127.0.0.1:{port}/0 ")
+    assert rest == "", rest
+    assert PASSWORD not in first
