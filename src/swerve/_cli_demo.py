@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import sys
 import time
@@ -42,7 +43,7 @@ def demo(*, fast: bool, metrics_port: int | None = None, hold: float = 0.0) -> i
         # Piped output (CI logs) has no screen edge: a line broken mid-route reads as two.
         console = Console(highlight=False, soft_wrap=True, width=_PIPED_WIDTH)
     try:
-        with _metrics_server(console, metrics_port) as meter_provider:
+        with _logs_in(console), _metrics_server(console, metrics_port) as meter_provider:
             _run_demo(console, fast=fast, meter_provider=meter_provider, hold=hold)
     except _MissingExporter:
         print(
@@ -58,6 +59,35 @@ def demo(*, fast: bool, metrics_port: int | None = None, hold: float = 0.0) -> i
 
 class _MissingExporter(Exception):
     pass
+
+
+class _ConsoleLog(logging.Handler):
+    """swerve's log lines (the ``[model-fallback]`` line operators grep for) shown in the demo's
+    own output, in order with the rest, instead of on stderr by Python's last-resort handler."""
+
+    def __init__(self, console: Console) -> None:
+        super().__init__(logging.INFO)
+        self.console = console
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.console.print(
+            f"  log  {record.levelname} {record.getMessage()}", style="dim", markup=False
+        )
+
+
+@contextlib.contextmanager
+def _logs_in(console: Console) -> Iterator[None]:
+    log = logging.getLogger("swerve")
+    handler, level, propagate = _ConsoleLog(console), log.level, log.propagate
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False
+    try:
+        yield
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(level)
+        log.propagate = propagate
 
 
 @contextlib.contextmanager
