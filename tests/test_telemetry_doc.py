@@ -160,6 +160,8 @@ def emitted() -> Iterator[dict[str, Any]]:
         ):
             assert time.monotonic() < deadline, "the store never reported itself down"
             time.sleep(0.01)
+        # A message on the channel it cannot read: dropped and counted (store.rejected).
+        store._sync._on_message(b'{"op": "cool", "route": "a/m", "until": "x"}')
         store.close()
         # The empty-text cache fix is reported by the payload fixer; here, straight from the API.
         with telemetry.tracer.start_as_current_span("outer"):

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ._failover import HEALTH_PREFIX_VAR, HEALTH_URL_VAR
+from ._redact import printable
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -85,7 +86,15 @@ def _print_probes(console: Console, results: Sequence[Probe]) -> None:
 def _probe_row(r: Probe) -> tuple[str, str, str, str, str]:
     """A probe's line in `swerve health`: route, status, latency, error (and a style)."""
     latency = f"{r.latency_s * 1000:.0f} ms" if r.latency_s is not None else "-"
-    return r.route, r.status, latency, r.error or "-", "green" if r.ok else "red"
+    # The error is the upstream's text: escaped, its ESC/OSC sequences print as text, never
+    # reach the terminal (the route comes from the config file, checked printable, escaped too)
+    return (
+        printable(r.route),
+        printable(r.status),
+        latency,
+        printable(r.error or "-"),
+        "green" if r.ok else "red",
+    )
 
 
 def routes(args: argparse.Namespace) -> int:
@@ -137,8 +146,18 @@ def routes(args: argparse.Namespace) -> int:
     from redis.exceptions import RedisClusterException
 
     from ._redis import RedisHealth, safe_url
+    from ._redis_wire import MAX_DRAIN_S
 
-    where = safe_url(url)
+    if args.routes_command == "drain" and not args.duration <= MAX_DRAIN_S:
+        # Refused before anything is written: Redis could not expire such a key anyway.
+        print(
+            f"error: drain {args.route} --for {args.duration:g}s: the longest drain is "
+            f"{MAX_DRAIN_S:g}s ({MAX_DRAIN_S / 86400:g} days); drain again later to extend it",
+            file=sys.stderr,
+        )
+        return 2
+
+    where = printable(safe_url(url))
     unreachable = (redis.RedisError, RedisClusterException, OSError)
 
     def fail(exc: Exception) -> None:
@@ -255,7 +274,9 @@ def _print_other_prefixes(console: Console, store: RedisHealth, prefix: str) -> 
     others = {p: n for p, n in found.items() if p != prefix}
     if not others:
         return
-    listed = ", ".join(f"{p!r} ({n} route{'s' if n != 1 else ''})" for p, n in others.items())
+    listed = ", ".join(
+        f"{printable(repr(p))} ({n} route{'s' if n != 1 else ''})" for p, n in others.items()
+    )
     more = "" if complete else " (and maybe more: the look was bounded)"
     console.print(f"other prefixes in this Redis hold route health: {listed}{more}", soft_wrap=True)
     console.print(
@@ -330,21 +351,23 @@ def _row(h: RouteHealth, now: float) -> tuple[str, str, str, str, str, str]:
     at = h.degraded_until if h.degraded_until is not None else h.breaker_until
     until = _when(at, now) if at is not None else "-"
     breaker = h.breaker.value.replace("_", "-")
-    return h.route, state, until, breaker, h.reason or "-", style
+    # Read from Redis: checked there already, escaped here too (a terminal is no place to trust)
+    return printable(h.route), state, until, breaker, printable(h.reason or "-"), style
 
 
 def _when(at: float, now: float) -> str:
     """``at`` as local time (with the date when not today) and as "in Ns"."""
-    local = time.localtime(at)
+    try:
+        local = time.localtime(at)
+    except (OverflowError, OSError, ValueError):  # the store bounds times; never a traceback
+        return f"(in {at - now:.3g}s)"
     fmt = "%H:%M:%S" if local[:3] == time.localtime(now)[:3] else "%Y-%m-%d %H:%M:%S"
     return f"{time.strftime(fmt, local)} (in {max(at - now, 0.0):.0f}s)"
 
 
 def _scrub(text: str, url: str) -> str:
-    """``text`` without the URL's password, should redis-py ever echo it."""
-    from urllib.parse import unquote, urlsplit
+    """``text`` without the URL's credentials, should redis-py ever echo them (or a piece)."""
+    from ._redact import scrub
+    from ._redis_client import url_secrets
 
-    password = urlsplit(url).password
-    for secret in {password, unquote(password)} if password else ():
-        text = text.replace(secret, "***")
-    return text
+    return printable(scrub(text, url_secrets(url)))

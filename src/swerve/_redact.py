@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-__all__ = ["REDACTED", "redact", "scrub"]
+__all__ = ["REDACTED", "printable", "redact", "scrub"]
 
 REDACTED = "[REDACTED]"
 
@@ -63,3 +63,12 @@ def scrub(text: str, secrets: Iterable[str]) -> str:
         if secret and secret in text:
             text = text.replace(secret, REDACTED)
     return text
+
+
+def printable(text: str) -> str:
+    """``text`` with control and other non-printable characters (newlines, ANSI escapes)
+    escaped as Python would show them, so text from outside (a route name read from Redis)
+    cannot forge lines or repaint a terminal."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)

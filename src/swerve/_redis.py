@@ -14,6 +14,7 @@ merged back (never shortening anything) on return.
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
 import uuid
 from collections.abc import Callable, Container
@@ -24,9 +25,9 @@ from ._clock import SYSTEM_CLOCK, Clock, SystemClock
 from ._config import BreakerConfig
 from ._cooldown import Cooldown, CooldownRule, RouteHealth
 from ._memory import MemoryHealth
-from ._redis_client import client_from_url, safe_url
+from ._redis_client import client_from_url, refused, safe_url
 from ._redis_sync import RedisSync
-from ._redis_wire import RedisWire
+from ._redis_wire import MAX_DRAIN_S, Bounds, RedisWire, Rejected
 from ._telemetry import Telemetry, default_telemetry
 
 __all__ = ["RedisHealth", "safe_url"]  # safe_url: the CLI reads it from here
@@ -40,6 +41,12 @@ class RedisHealth:
     which does. ``prefix`` namespaces the keys and the channel, so fleets can share a Redis.
     ``reconnect_max_s`` bounds the backoff between reconnects while Redis is away. ``clock``
     stamps what the store writes to Redis on its own (calls pass their ``now``).
+
+    Every value read from Redis is checked, and a time is cut to what a legitimate writer
+    could have written: a cooldown ends at most ``max_cooldown_s`` from now (the config's
+    ``longest_cooldown_s``), a breaker opens for at most ``max_open_s`` (its
+    ``breaker.max_open_s``), a drain lasts at most :data:`MAX_DRAIN_S`. Unset, each bound is
+    the default config's, grown to the longest this process's own calls use.
     """
 
     def __init__(
@@ -51,8 +58,25 @@ class RedisHealth:
         reconnect_max_s: float = 10.0,
         clock: Clock = SYSTEM_CLOCK,
         description: str = "redis",
+        max_cooldown_s: float | None = None,
+        max_open_s: float | None = None,
     ) -> None:
         self._wire = RedisWire(client, prefix)
+        bounds = Bounds()
+        for name, value in (("cooldown_s", max_cooldown_s), ("open_s", max_open_s)):
+            if value is not None:
+                if not (math.isfinite(value) and 0 < value <= MAX_DRAIN_S):
+                    raise ValueError(
+                        f"RedisHealth max_{name}: {value!r} is not a number of seconds in "
+                        f"(0, {MAX_DRAIN_S:g}]"
+                    )
+                setattr(bounds, name, float(value))
+        bounds.fixed = frozenset(
+            name
+            for name, value in (("cooldown_s", max_cooldown_s), ("open_s", max_open_s))
+            if value is not None
+        )
+        self._bounds = bounds
         self._clock = clock
         self.description = description
         """Where the store points, without credentials (for logs and ``swerve routes``)."""
@@ -70,6 +94,7 @@ class RedisHealth:
             telemetry=telemetry if telemetry is not None else default_telemetry(),
             description=description,
             reconnect_max_s=reconnect_max_s,
+            bounds=bounds,
         )
 
     @classmethod
@@ -82,13 +107,16 @@ class RedisHealth:
         telemetry: Telemetry | None = None,
         clock: Clock = SYSTEM_CLOCK,
         reconnect_max_s: float = 10.0,
+        max_cooldown_s: float | None = None,
+        max_open_s: float | None = None,
         **kwargs: Any,
     ) -> RedisHealth:
         """A store on ``url``: ``redis://`` or ``rediss://`` (TLS) or ``unix://``, with the
         password in the URL as redis-py reads it; ``?cluster=1`` for Redis Cluster;
         ``redis+sentinel://host:port[,host:port]/service`` for Sentinel. Every Redis operation
         is bounded by ``timeout_s``; ``reconnect_max_s`` is the store's (see the class); other
-        keywords go to the redis-py client."""
+        keywords go to the redis-py client. ``max_cooldown_s`` and ``max_open_s``: see the
+        class."""
         client = client_from_url(url, timeout_s=timeout_s, **kwargs)
         return cls(
             client,
@@ -97,6 +125,8 @@ class RedisHealth:
             clock=clock,
             description=safe_url(url),
             reconnect_max_s=reconnect_max_s,
+            max_cooldown_s=max_cooldown_s,
+            max_open_s=max_open_s,
         )
 
     # -- sharing state ----------------------------------------------------------------------
@@ -129,6 +159,7 @@ class RedisHealth:
 
     # -- writes: local at once, shared in the background --------------------------------------
     def cool_down(self, route: str, now: float, rule: CooldownRule, reason: str = "") -> Cooldown:
+        self._bounds.learn("cooldown_s", rule.max_s)
         cooldown = self._local.cool_down(route, now, rule, reason)
         self._tokens.pop(route, None)
         self._sync.send("cool", route, (now, rule.base_s, rule.max_s, rule.floor_s, reason))
@@ -160,6 +191,7 @@ class RedisHealth:
         transition = self._local.record(route, outcome, now, config, probe=probe, period=period)
         if not config.enabled:
             return transition
+        self._bounds.learn("open_s", config.max_open_s)
         if probe:
             with self._lock:
                 slot = _take_slot(self._slots, route, period)
@@ -189,9 +221,20 @@ class RedisHealth:
         self._wire.publish({"op": "clear", "route": route})
 
     def drain(self, route: str, until: float, now: float) -> None:
-        """Degrade ``route`` fleet-wide until ``until`` (raises if Redis cannot be reached)."""
-        self._local.drain(route, until, now)
-        self._wire.run("DRAIN", self._wire.keys(route, "cool", "probe"), [repr(until), "drained"])
+        """Degrade ``route`` fleet-wide until ``until``, at most :data:`MAX_DRAIN_S` from
+        ``now`` (raises ValueError beyond it, before anything is written; a redis error if
+        Redis cannot be reached). Redis applies it whole or not at all."""
+        if not (math.isfinite(until) and now < until <= now + MAX_DRAIN_S):
+            raise ValueError(
+                f"drain {route}: it must end after now and at most {MAX_DRAIN_S:g} s "
+                f"({MAX_DRAIN_S / 86400:g} days) from now, not {until - now:.6g} s"
+            )
+        self._wire.run(
+            "DRAIN",
+            self._wire.keys(route, "cool", "probe"),
+            [repr(until), "drained", repr(now), repr(MAX_DRAIN_S)],
+        )
+        self._local.drain(route, until, now)  # after Redis took it: a failed drain is no drain
         self._wire.publish({"op": "drain", "route": route, "until": until})
 
     # -- fleet-wide arbitration: the only round trips on a call's path ------------------------
@@ -200,15 +243,21 @@ class RedisHealth:
             return False
         if not self._sync.up:
             return self._local.claim_probe(route, now, lease_s)
+        bounds = self._bounds
+        bounds.learn("lease_s", lease_s)
         token = uuid.uuid4().hex
         try:
             code, wait_ms = self._wire.run(
                 "CLAIM",
                 self._wire.keys(route, "cool", "probe"),
-                [repr(now), int(lease_s * 1000), token],
-            )
+                [repr(now), int(lease_s * 1000), token, repr(bounds.cooldown_s),
+                 int(bounds.lease_s * 1000), repr(bounds.drain_s)],
+            )  # fmt: skip
         except Exception as exc:  # Redis away: the local view decides, as if alone
-            self._sync.lost(exc)
+            if refused(exc):  # the server refused (bad data): decide alone, still sharing
+                self._sync.reject(Rejected("script", f"CLAIM on {route!r}: {type(exc).__name__}"))
+            else:
+                self._sync.lost(exc)
             return self._local.claim_probe(route, now, lease_s)
         if code == 2:  # the fleet already knows the route is healthy
             self._local.forget(route)
@@ -219,8 +268,9 @@ class RedisHealth:
             return True
         if code == 1:  # taken locally meanwhile: give the fleet's lease back
             self._sync.send("release", route, (token,))
-        else:
-            self._local.hold(route, now + int(wait_ms) / 1000.0, now)
+        else:  # the script bounds the wait already; bounded again, as everything from Redis
+            longest = max(bounds.cooldown_s, bounds.lease_s, bounds.drain_s)
+            self._local.hold(route, now + min(max(int(wait_ms), 0) / 1000.0, longest), now)
         return False
 
     async def aclaim_probe(self, route: str, now: float, lease_s: float) -> bool:
@@ -240,6 +290,7 @@ class RedisHealth:
         admitted = self._local.admit(route, now, config)
         if admitted.admission is not Admission.PROBE or not self._sync.up:
             return admitted
+        self._bounds.learn("open_s", config.max_open_s)
         # One set of slots per route, whatever the period: a probe of an earlier period keeps
         # its slot until it ends, so the fleet never has more than half_open_probes in flight.
         (key,) = self._wire.keys(route, "half_open")
@@ -247,12 +298,21 @@ class RedisHealth:
         # The slot lasts as long as the probe may (so a slow probe is not doubled), and ends
         # by itself if the prober dies.
         lease = max(lease_s if lease_s is not None else config.open_s, 1.0)
+        self._bounds.learn("lease_s", lease)
         try:
             ok = self._wire.run(
-                "HALF_OPEN", [key], [repr(now), repr(lease), token, config.half_open_probes]
-            )
+                "HALF_OPEN",
+                [key],
+                [repr(now), repr(lease), token, config.half_open_probes,
+                 repr(self._bounds.lease_s)],
+            )  # fmt: skip
         except Exception as exc:
-            self._sync.lost(exc)
+            if refused(exc):
+                self._sync.reject(
+                    Rejected("script", f"HALF_OPEN on {route!r}: {type(exc).__name__}")
+                )
+            else:
+                self._sync.lost(exc)
             return admitted
         if ok:
             with self._lock:
@@ -287,8 +347,12 @@ class RedisHealth:
 
     # -- operators: the fleet's view, read from Redis ------------------------------------------
     def fleet_view(self) -> list[RouteHealth]:
-        """Every route Redis holds health for, read now (for ``swerve routes``)."""
-        return self._wire.fleet_view(self._clock.time())
+        """Every route Redis holds health for, read now (for ``swerve routes``). Operators see
+        what Redis holds, each time cut to the longest drain only (so a skewed writer's
+        cooldown shows as long as it is); values that fail the checks are skipped, counted
+        and logged, as everywhere."""
+        wide = Bounds(cooldown_s=MAX_DRAIN_S, open_s=MAX_DRAIN_S, lease_s=MAX_DRAIN_S)
+        return self._wire.fleet_view(self._clock.time(), wide, self._sync.reject)
 
 
 R = TypeVar("R")

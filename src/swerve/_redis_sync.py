@@ -6,7 +6,6 @@ channel) to the local view, resyncs it on every (re)connect, and notices Redis g
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import threading
 import time
@@ -14,11 +13,14 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from ._breaker import BreakerState, Outcome
+from . import _names as n
+from ._breaker import Outcome
 from ._clock import Clock
 from ._config import BreakerConfig
 from ._memory import MemoryHealth
-from ._redis_wire import RedisWire, cooling_from_message, cooling_message
+from ._redact import printable
+from ._redis_client import refused
+from ._redis_wire import Bounds, Message, RedisWire, Rejected, cooling_message, message_from_json
 from ._telemetry import Telemetry
 
 __all__ = ["RedisSync"]
@@ -26,6 +28,12 @@ __all__ = ["RedisSync"]
 _log = logging.getLogger("swerve")
 _RECONNECT_MIN_S = 0.1
 _MAX_OPS = 10_000
+_REJECT_LOG_EVERY_S = 10.0  # one log line per this long, however many values are dropped
+_RESUBSCRIBE_MAX, _RESUBSCRIBE_WINDOW_S = 5, 60.0  # channel reopenings without a reconnect
+
+
+class _Resubscribe(Exception):
+    """The channel's connection closed while Redis still answers commands."""
 
 
 @dataclass(slots=True)
@@ -51,8 +59,10 @@ class RedisSync:
         telemetry: Telemetry,
         description: str,
         reconnect_max_s: float,
+        bounds: Bounds,
     ) -> None:
         self._wire = wire
+        self.bounds = bounds
         self._local = local
         self._clock = clock
         self._telemetry = telemetry
@@ -63,6 +73,9 @@ class RedisSync:
         self._ops: deque[tuple[str, str, tuple[Any, ...]]] = deque(maxlen=_MAX_OPS)
         self._counts: dict[str, _Counts] = {}
         self._up: bool | None = None  # None until the first connect settles it
+        self._rejected_since_log = 0
+        self._resubscribed: list[float] = []  # monotonic times the channel was reopened
+        self._reject_logged_at = -_REJECT_LOG_EVERY_S
         self._stop = threading.Event()
         self._reader = threading.Thread(target=self._read, name="swerve-redis-reader", daemon=True)
         self._writer = threading.Thread(target=self._write, name="swerve-redis-writer", daemon=True)
@@ -85,6 +98,28 @@ class RedisSync:
     def lost(self, exc: BaseException) -> None:
         """A Redis operation failed: calls run on the local view until the reader reconnects."""
         self._set_up(False, type(exc).__name__)
+
+    def reject(self, rejected: Rejected) -> None:
+        """A value read from Redis failed validation (or was cut to its bound): counted, and
+        logged escaped, at most one line per _REJECT_LOG_EVERY_S. Never raised: one bad value
+        must not fail a call nor stop sharing."""
+        self._telemetry.store_rejected.add_bounded(
+            1, {n.STORE: self._description, n.REASON: rejected.reason}
+        )
+        with self._lock:
+            self._rejected_since_log += 1
+            now = time.monotonic()
+            if now - self._reject_logged_at < _REJECT_LOG_EVERY_S:
+                return
+            count, self._rejected_since_log = self._rejected_since_log, 0
+            self._reject_logged_at = now
+        _log.warning(
+            "dropped a value read from %s (%s: %s)%s",
+            printable(self._description),
+            rejected.reason,
+            rejected.detail,  # escaped and cut by the wire's checks
+            f"; {count - 1} more since the last such line" if count > 1 else "",
+        )
 
     def send(self, op: str, route: str, args: tuple[Any, ...]) -> None:
         """Queue a change for the writer."""
@@ -134,11 +169,22 @@ class RedisSync:
                 continue
             try:
                 for op, route, args in ops:
-                    self._apply(op, route, args)
+                    self._checked(route, self._apply, op, route, args)
                 for route, c in counts.items():
-                    self._account(route, c)
+                    self._checked(route, self._account, route, c)
             except Exception as exc:
                 self.lost(exc)
+
+    def _checked(self, route: str, do: Any, *args: Any) -> None:
+        """``do(*args)`` for ``route``. A script error (the server answered, refusing one
+        route's bad data) is that route's problem, counted, never a lost connection: a
+        reconnect would not fix it, and would stop sharing for every route."""
+        try:
+            do(*args)
+        except Exception as exc:
+            if not refused(exc):
+                raise
+            self.reject(Rejected("script", f"a script failed on {route!r}: {_first(exc)}"))
 
     def _apply(self, op: str, route: str, args: tuple[Any, ...]) -> None:
         wire = self._wire
@@ -147,8 +193,9 @@ class RedisSync:
             state = wire.run(
                 "COOL",
                 wire.keys(route, "cool", "probe"),
-                [repr(now), repr(base), repr(longest), repr(floor), reason],
-            )
+                [repr(now), repr(base), repr(longest), repr(floor), reason,
+                 repr(self.bounds.drain_s)],
+            )  # fmt: skip
             wire.publish({"op": "cool", "route": route, **cooling_message(state)})
         elif op == "release":
             wire.run("RELEASE", wire.keys(route, "probe"), [args[0]])
@@ -198,7 +245,12 @@ class RedisSync:
                 backoff = _RECONNECT_MIN_S
                 last_ping = last_heard = time.monotonic()
                 while not self._stop.is_set():
-                    message = pubsub.get_message(timeout=0.5)
+                    try:
+                        message = pubsub.get_message(timeout=0.5)
+                    except Exception as exc:
+                        if self._may_resubscribe():
+                            raise _Resubscribe from exc
+                        raise
                     if message is not None:  # a message or a pong: the server is alive
                         last_heard = time.monotonic()
                         if message.get("type") == "message":
@@ -212,6 +264,15 @@ class RedisSync:
                         last_ping = time.monotonic()
                     if self._up is False:  # the writer or a claim lost it: reconnect
                         raise ConnectionError("redis operation failed")
+            except _Resubscribe as again:
+                # Redis closed the channel's connection alone (a message over its pub/sub
+                # output buffer limit, 32 MB by default, does that) while commands still work:
+                # subscribe again and resync at once, still sharing, instead of a reconnect.
+                _log.info(
+                    "the channel's connection to %s closed (%s); subscribed again",
+                    self._description,
+                    type(again.__cause__).__name__,
+                )
             except Exception as exc:
                 self.lost(exc)
                 self._stop.wait(backoff)
@@ -223,6 +284,21 @@ class RedisSync:
                     except Exception:  # already broken: nothing left to close cleanly
                         _log.debug("swerve: closing a broken pub/sub connection failed")
 
+    def _may_resubscribe(self) -> bool:
+        """Whether the channel's connection may be opened again without a reconnect: the
+        command connection answers, and it has not happened too often lately (a server that
+        keeps dropping it gets the full reconnect, with its backoff)."""
+        now = time.monotonic()
+        self._resubscribed = [t for t in self._resubscribed if now - t < _RESUBSCRIBE_WINDOW_S]
+        if len(self._resubscribed) >= _RESUBSCRIBE_MAX or self._up is not True:
+            return False
+        try:
+            self._wire.ping()
+        except Exception:
+            return False
+        self._resubscribed.append(now)
+        return True
+
     def _merge_local(self) -> None:
         """Health learned while Redis was away goes back in, never shortening anything."""
         now = self._clock.time()
@@ -230,49 +306,61 @@ class RedisSync:
             cooling = self._local.cooling(health.route, now)
             if cooling is None:
                 continue
-            state = self._wire.run(
-                "MERGE",
-                self._wire.keys(health.route, "cool"),
-                [repr(cooling.until), cooling.streak, repr(cooling.forget_at), cooling.reason],
-            )
-            self._wire.publish({"op": "cool", "route": health.route, **cooling_message(state)})
+            bounds = self.bounds
+            self._checked(health.route, self._merge_one, health.route, now, cooling, bounds)
+
+    def _merge_one(self, route: str, now: float, cooling: Any, bounds: Bounds) -> None:
+        state = self._wire.run(
+            "MERGE",
+            self._wire.keys(route, "cool"),
+            [repr(cooling.until), cooling.streak, repr(cooling.forget_at), cooling.reason,
+             repr(now), repr(bounds.cooldown_s), repr(bounds.drain_s)],
+        )  # fmt: skip
+        self._wire.publish({"op": "cool", "route": route, **cooling_message(state)})
 
     def _resync(self) -> None:
+        """The fleet's whole state into the local view: cooldowns, open breakers, and
+        half-open ones (a process that joins while the fleet probes a breaker must not send
+        every call to the route: its own breaker turns half-open too, and its probes ask the
+        fleet's slots)."""
         now = self._clock.time()
-        for route_health in self._wire.fleet_view(now):
-            route = route_health.route
-            cooling = self._wire.cooling(route)
-            if cooling is not None:
-                self._local.adopt(route, cooling, now)
-            if route_health.breaker is BreakerState.OPEN:
-                self._local.adopt_breaker(route, route_health.breaker_until, now)
+        coolings, breakers = self._wire.fleet_state(now, self.bounds, self.reject)
+        for route, cooling in coolings.items():
+            self._local.adopt(route, cooling, now)
+        for route, open_until in breakers.items():
+            if self._local.breaker_open_until(route) != open_until:
+                self._local.adopt_breaker(route, open_until, now)
 
     def _on_message(self, data: bytes | str) -> None:
+        message = message_from_json(data, self._clock.time(), self.bounds)
+        if isinstance(message, Rejected):
+            # Not ours (another writer on the channel), from a newer swerve, or hostile: a
+            # message we cannot read is dropped, never mistaken for a broken connection.
+            self.reject(message)
+            return
+        if message.bounded:
+            self.reject(Rejected("out_of_bounds", f"a {message.op} message for {message.route} "
+                                 "ends later than its bound allows: cut to the bound"))  # fmt: skip
         try:
-            self._dispatch(json.loads(data))
-        except (ValueError, KeyError, TypeError, AttributeError):
-            # Not ours (another writer on the channel) or from a newer swerve: a message we
-            # cannot read is dropped, never mistaken for a broken connection.
-            _log.debug("swerve: ignored a message on %s it cannot read", self._wire.channel)
+            self._dispatch(message)
+        except Exception as exc:  # checked already: a bug here must not stop sharing either
+            self.reject(Rejected("value", f"a {message.op} message: {type(exc).__name__}"))
 
-    def _dispatch(self, message: dict[str, Any]) -> None:
-        route = message["route"]
-        op = message["op"]
-        if not isinstance(route, str):
-            raise TypeError("route")
-        mine = self._wire.mine(message)
+    def _dispatch(self, message: Message) -> None:
+        route, op = message.route, message.op
+        mine = message.sender == self._wire.me
         now = self._clock.time()
         local = self._local
-        if op == "cool":
-            local.adopt(route, cooling_from_message(message), now)
-        elif op == "probe" and not mine:
-            local.hold(route, float(message["lease_until"]), now)
+        if op == "cool" and message.cooling is not None:
+            local.adopt(route, message.cooling, now)
+        elif op == "probe" and not mine and message.at is not None:
+            local.hold(route, message.at, now)
         elif op == "release" and not mine:
             local.release_probe(route)
         elif op == "recover" and not mine:
             local.forget(route)
         elif op == "breaker":
-            local.adopt_breaker(route, message.get("open_until"), now)
+            local.adopt_breaker(route, message.at, now)
         elif op == "clear" and not mine:
             local.clear(route)
         elif op == "clear":
@@ -280,5 +368,12 @@ class RedisSync:
             # back into the local view since clear() (our own cooldown's echo) is older.
             local.forget(route)
             local.adopt_breaker(route, None, now)
-        elif op == "drain" and not mine:
-            local.drain(route, float(message["until"]), now)
+        elif op == "drain" and not mine and message.at is not None:
+            local.drain(route, message.at, now)
+
+
+def _first(exc: BaseException, limit: int = 120) -> str:
+    """The first line of an error from Redis, escaped and cut, for a log line."""
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    text = text.encode("ascii", "backslashreplace").decode()
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)[:limit]
