@@ -108,6 +108,9 @@ class _Call:
         self.attached = Attached(self.context)  # the attempt span, current while fn runs
         self.probe = False
         self.period = 0  # the half-open period that admitted the attempt, when it is a probe
+        # The last error classified and its Failure: the user's rules are asked once per
+        # failure, however many places (decision, stream, surfacing error) need the answer.
+        self.judged: tuple[BaseException, Failure] | None = None
 
     def start(self) -> Steps[None]:
         """Choose the route the call starts on: the first healthy one of its chain walk."""
@@ -279,12 +282,21 @@ class _Call:
     def failed(
         self, exc: BaseException, discarded: Counter[str] | None = None
     ) -> Steps[policy.Decision]:
-        """Account for a failed attempt and decide what comes next."""
-        failure = self.wiring.classify(exc)
+        """Account for a failed attempt and decide what comes next.
+
+        The user's rules (classifiers, a ``fallback_on`` predicate) are asked once here; the
+        time they take counts against the call's deadline, which the decision reads after
+        them: a slow rule ends the call with its error rather than buying it more attempts.
+        """
+        failure = self.classify(exc)
         config = self.config
-        qualifying = policy.qualifies(config, failure)
+        act = policy.action(config, failure)
+        qualifying = act != "surface"
         aborted = isinstance(exc, ABORTS)
-        self._record_health(Outcome.FAILURE if qualifying and not aborted else Outcome.NEUTRAL)
+        starved = _starved(exc)
+        self._record_health(
+            Outcome.FAILURE if qualifying and not aborted and not starved else Outcome.NEUTRAL
+        )
         outcome: Literal["failure", "rejected", "aborted"] = (
             "aborted" if aborted else "rejected" if isinstance(exc, CircuitOpenError) else "failure"
         )
@@ -297,8 +309,9 @@ class _Call:
             self._release_probe()
             return GiveUp(GiveUpReason.NOT_QUALIFYING, qualifying=False)
         probe = self.probing == source
-        # A breaker that refused the attempt already keeps calls off the route.
-        blame = qualifying and failure.kind is not FailureKind.BREAKER_OPEN
+        # A breaker that refused the attempt already keeps calls off the route; a timeout of a
+        # starved process says nothing about it (the call still moves on: its time is going).
+        blame = qualifying and failure.kind is not FailureKind.BREAKER_OPEN and not starved
         try:
             decision = yield from self._choose(
                 lambda degraded: policy.decide(
@@ -313,6 +326,7 @@ class _Call:
                     remaining_s=self.time.remaining(),
                     probe=probe,
                     rand=self.clock.random,
+                    act=act,
                 )
             )
         except Exception as error:
@@ -333,7 +347,9 @@ class _Call:
                 self._skip(skipped)
             self.swaps += 1
             self.retries = 0
-            self.telemetry.swap(self.span, source, decision.route, failure.kind.value, self.swaps)
+            # A retry the route's health refused says so ("degraded"), not the failure's kind.
+            why = "degraded" if decision.degraded else failure.kind.value
+            self.telemetry.swap(self.span, source, decision.route, why, self.swaps)
             self.current = self.wiring.route(decision.route)
         else:
             self.telemetry.swap_declined(self.span, source, decision.reason.value)
@@ -341,8 +357,8 @@ class _Call:
 
     def failed_mid_stream(self, exc: BaseException, partial: tuple[object, ...]) -> MidStreamError:
         """A live stream broke after output reached the consumer: degrade, report, surface."""
-        failure = self.wiring.classify(exc)
-        qualifying = policy.qualifies(self.config, failure)
+        failure = self.classify(exc)
+        qualifying = policy.qualifies(self.config, failure) and not _starved(exc)
         self._record_health(Outcome.FAILURE if qualifying else Outcome.NEUTRAL)
         self._end_attempt("failure", failure)
         if qualifying:
@@ -379,7 +395,13 @@ class _Call:
             raise
 
     def classify(self, exc: BaseException) -> Failure:
-        return self.wiring.classify(exc)
+        """``exc``'s Failure, asking the rules only for an error not classified already."""
+        judged = self.judged
+        if judged is not None and judged[0] is exc:
+            return judged[1]
+        failure = self.wiring.classify(exc)
+        self.judged = (exc, failure)
+        return failure
 
     def _summarise(self, attrs: dict[str, AttributeValue]) -> None:
         # Retries and swaps only when there were some: each attribute costs on the hot path.
@@ -404,7 +426,7 @@ class _Call:
         """The call surfaces ``exc``: its note, its duration metric and (when traced) its span's
         status, whether or not a tracer records; a failed call is off the hot path."""
         self._release_probe()  # the call ended on an error of its own, not the route's
-        failure = self.wiring.classify(
+        failure = self.classify(
             exc.__cause__ if isinstance(exc, MidStreamError) and exc.__cause__ else exc
         )
         if self.span.is_recording():
@@ -419,6 +441,11 @@ class _Call:
     def result(self, value: T) -> Result[T]:
         served = self.served or self.current
         return Result(value, served, self.requested, tuple(self.records), tuple(self.skipped))
+
+
+def _starved(exc: BaseException) -> bool:
+    """A timeout whose timer fired far too late: this process, not the route, was slow."""
+    return isinstance(exc, AttemptTimeout) and exc.starved
 
 
 def _target(choice: object) -> str | None:

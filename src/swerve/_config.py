@@ -28,7 +28,7 @@ from pydantic import (
 
 from ._config_errors import Loc, describe
 from ._failures import FailureKind, FailurePredicate
-from ._routes import Route
+from ._routes import MAX_ROUTE_CHARS, Route, shown_route
 
 __all__ = [
     "DEFAULT_ACTIONS",
@@ -372,13 +372,13 @@ class FallbackConfig(CheckedModel):
 
 def _check_map(value: FallbackMap, name: str) -> FallbackMap:
     for key, target in value.items():
-        _check_route(key, f"key {key!r}")
+        _check_route(key, f"key {_shown(key)}")
         targets = [target] if isinstance(target, str) else target
         if not targets:
             raise ValueError(f"{name}[{key!r}] is an empty chain")
         seen: set[str] = set()
         for item in targets:
-            _check_route(item, f"{name}[{key!r}] value {item!r}")
+            _check_route(item, f"{name}[{_shown(key)}] value {_shown(item)}")
             if item == key:
                 raise ValueError(f"{name}[{key!r}] names the route itself")
             # The walk visits each route once, so a repeat would end the chain there and
@@ -389,10 +389,20 @@ def _check_map(value: FallbackMap, name: str) -> FallbackMap:
     return value
 
 
+def _shown(value: object) -> str:
+    """A route key or value as an error names it: short, whatever its length."""
+    return shown_route(value) if isinstance(value, str) else repr(value)
+
+
 def _check_route(value: object, where: str) -> None:
     try:
         Route.parse(value)  # type: ignore[arg-type]
     except ValueError:
+        if isinstance(value, str) and len(value) > MAX_ROUTE_CHARS:
+            raise ValueError(
+                f"{where} is {len(value)} characters long; the longest route name is "
+                f"{MAX_ROUTE_CHARS}"
+            ) from None
         if isinstance(value, str) and not value.isprintable():
             raise ValueError(f"{where} contains a control or non-printable character") from None
         raise ValueError(f"{where} is not a 'provider/model' route") from None

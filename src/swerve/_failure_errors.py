@@ -75,12 +75,27 @@ class AttemptTimeout(TimeoutError):
     """An attempt ran out of one of its time limits.
 
     ``limit`` is one of ``"attempt"``, ``"first_token"``, ``"stall"``, ``"deadline"``.
+    ``late_s`` is how much later than its limit the timer fired (async waits only): a timer
+    that fires far too late shows the process was starved (CPU saturated, the event loop
+    blocked), and such a timeout says nothing about the route (:attr:`starved`).
     """
 
-    def __init__(self, limit: str, seconds: float) -> None:
+    def __init__(self, limit: str, seconds: float, *, late_s: float = 0.0) -> None:
         self.limit = limit
         self.seconds = seconds
+        self.late_s = late_s
         super().__init__(f"{limit} timeout after {seconds:g}s")
+
+    @property
+    def starved(self) -> bool:
+        """Whether the timer fired later than a quarter of the wait it ended (and 50 ms): for
+        at least that share of the attempt's time this process could not have read an answer,
+        so the route is not blamed (no cooldown, not counted by its breaker)."""
+        return self.late_s > max(STARVED_SHARE * self.seconds, STARVED_MIN_S)
+
+
+STARVED_SHARE = 0.25
+STARVED_MIN_S = 0.05
 
 
 class CircuitOpenError(Exception):

@@ -19,10 +19,12 @@ from ._cooldown import Cooldown, CooldownRule, Cooling, RouteHealth
 __all__ = ["DEFAULT_MAX_ROUTES", "STEP_TOLERANCE_S", "MemoryHealth"]
 
 
-STEP_TOLERANCE_S = 1.0
-"""A wall-clock jump larger than this, against the monotonic clock, is a step (NTP, an
-operator, a resumed VM); anything smaller is scheduling noise between reading the clock and
-reaching the store, and slewing."""
+STEP_TOLERANCE_S = 0.25
+"""How far the wall clock may drift from the monotonic clock, all steps together since the
+store last corrected for one, before the store corrects: anything smaller is scheduling noise
+between reading the clock and reaching the store. Steps are measured against a fixed
+baseline, so many small steps add up to one that is corrected: no series of them shortens a
+cooldown by more than this."""
 DEFAULT_MAX_ROUTES = 10_000
 """Routes a :class:`MemoryHealth` keeps cooldowns, and breakers, for (each, separately)."""
 
@@ -56,6 +58,9 @@ class MemoryHealth:
         self._max = max_routes
         self._monotonic = clock.monotonic if clock is not None else None
         self._seen: tuple[float, float] | None = None  # (wall, monotonic) last observed
+        # Without a monotonic clock: the latest wall time seen. With one: wall minus monotonic
+        # as of the last correction, the baseline every step is measured from (never moved by
+        # a step within tolerance, so sub-tolerance steps accumulate instead of vanishing).
         self._window_s = 0.0  # the longest breaker window recorded with, for pruning
         self.steps = 0
         """Wall-clock steps seen and corrected for (for tests and diagnostics)."""
@@ -64,12 +69,12 @@ class MemoryHealth:
     def _step(self, seen: tuple[float, float], now: float, mono: float) -> float:
         if self._monotonic is None:
             return min(now - seen[0], 0.0)  # only a backward step is visible without it
-        return (now - seen[0]) - (mono - seen[1])
+        return (now - mono) - (seen[0] - seen[1])
 
     def _observe(self, now: float) -> None:
-        """Compare ``now`` with the last wall time seen; on a step, move every entry with the
-        clock so each keeps the time it had left. Lock-free unless the clock stepped: call it
-        before taking the lock."""
+        """Compare ``now`` with the wall time expected from the monotonic clock; on a step, move
+        every entry with the clock so each keeps the time it had left. Lock-free unless the
+        clock stepped: call it before taking the lock."""
         mono = self._monotonic() if self._monotonic is not None else 0.0
         seen = self._seen
         if seen is not None and abs(self._step(seen, now, mono)) > STEP_TOLERANCE_S:
@@ -79,9 +84,13 @@ class MemoryHealth:
                     step = self._step(seen, now, mono)
                     if abs(step) > STEP_TOLERANCE_S:
                         self._shift(step)
+                        self._seen = (now, mono)
+                    return
                 self._seen = (now, mono)
             return
-        if seen is None or now >= seen[0] or self._monotonic is not None:
+        if seen is None or (self._monotonic is None and now >= seen[0]):
+            # With a monotonic clock the baseline stays until a correction: a step within the
+            # tolerance is still counted by the next comparison, not forgotten.
             self._seen = (now, mono)
 
     def _shift(self, delta: float) -> None:

@@ -15,7 +15,7 @@ from enum import StrEnum
 
 from ._config import Action, FallbackConfig, FallbackMap
 from ._failures import Failure, FailureKind, FailurePredicate, status_kind
-from ._redact import redact
+from ._redact import printable, redact
 
 __all__ = [
     "Decision",
@@ -54,6 +54,9 @@ class Swap:
 
     route: str
     skipped: tuple[str, ...] = ()
+    # The route's health refused a retry (it is cooling, drained or behind an open breaker,
+    # learned here or elsewhere): the swap says so rather than naming the failure's kind.
+    degraded: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,11 +119,12 @@ def _asks(rule: FailurePredicate, failure: Failure) -> bool:
         if id(rule) not in _warned and len(_warned) < _WARNED_MAX:
             _warned.add(id(rule))
             name = getattr(rule, "__qualname__", None) or type(rule).__qualname__
+            # The rule's name and its error's text are the user's: escaped for the log.
             _log.warning(
                 "fallback_on predicate %s raised %s: %s; the failure surfaces",
-                redact(str(name), 64),
-                type(problem).__name__,
-                redact(_text(problem)),
+                printable(redact(str(name), 64)),
+                printable(type(problem).__name__),
+                printable(redact(_text(problem))),
             )
         return False
 
@@ -269,6 +273,7 @@ def decide(
     remaining_s: float | None = None,
     probe: bool = False,
     rand: Callable[[], float] = lambda: 1.0,
+    act: Action | None = None,
 ) -> Decision:
     """What to do after ``failure`` on ``current``.
 
@@ -276,9 +281,14 @@ def decide(
     this call, ``degraded`` the routes to walk past (``current`` counts as one once it is
     given up on), ``effects`` whether the attempt did something that must not be repeated (a
     tool ran), ``remaining_s`` the time left before the call's deadline, ``probe`` whether the
-    attempt was the route's recovery probe (one request: never retried).
+    attempt was the route's recovery probe (one request: never retried). A retry is refused
+    while ``current`` is in ``degraded``: the call swaps instead (:attr:`Swap.degraded`), or
+    gives up when there is nowhere to go. ``act`` is
+    :func:`action`'s answer when the caller has it already: a ``fallback_on`` predicate is
+    asked once per failure, however often the engine decides about it.
     """
-    act = action(config, failure)
+    if act is None:
+        act = action(config, failure)
     kind = failure.kind if failure.kind in config.fallbacks_by_failure else None
     kind_target = next_route(config, requested, current, kind) if kind is not None else None
     if act == "surface" and kind_target is None:
@@ -288,7 +298,11 @@ def decide(
         return GiveUp(GiveUpReason.EFFECTS, qualifying=qualifying)
     if remaining_s is not None and remaining_s <= 0:
         return GiveUp(GiveUpReason.DEADLINE, qualifying=qualifying)
-    if act == "retry" and not probe and retries < config.max_retries:
+    # A retry asks the route's health first: a route the store already walks past (cooled,
+    # drained, breaker open; by this call, another, or the fleet) gets no more of the budget.
+    retrying = act == "retry" and not probe and retries < config.max_retries
+    refused = retrying and current in degraded
+    if retrying and not refused:
         retry_after = failure.retry_after
         if retry_after is None:
             delay: float | None = backoff(config, retries, rand)
@@ -306,7 +320,7 @@ def decide(
     route, skipped = _first_healthy(
         config, requested, first, _With(degraded, current), kind if kind_target else None
     )
-    return Swap(route, skipped)
+    return Swap(route, skipped, degraded=refused)
 
 
 class _With:

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["Route"]
+__all__ = ["MAX_ROUTE_CHARS", "Route", "shown_route"]
+
+MAX_ROUTE_CHARS = 256
+"""The longest route name: a name is kept per route (caches, health stores, metric labels),
+so a name of any length would let a caller hold any amount of memory."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,12 +32,18 @@ class Route:
         """Parse ``provider/model``; raise :class:`ValueError` naming the value otherwise.
 
         Control and other non-printable characters (newlines, ANSI escapes, lone surrogates)
-        are refused, so a route name is always safe to print.
+        are refused, so a route name is always safe to print; so is a name longer than
+        :data:`MAX_ROUTE_CHARS` (256) characters.
         """
         if isinstance(value, Route):
             return value
         if not isinstance(value, str):
             raise ValueError(f"route must be a 'provider/model' string, got {type(value).__name__}")
+        if len(value) > MAX_ROUTE_CHARS:
+            raise ValueError(
+                f"route {shown_route(value)} is {len(value)} characters long; "
+                f"the longest route name is {MAX_ROUTE_CHARS}"
+            )
         if not value.isprintable():
             # A route name reaches log lines, span attributes and metric labels: a newline or
             # an ANSI escape in it could forge a log line or repaint a terminal. repr() shows
@@ -46,3 +56,11 @@ class Route:
 
     def __str__(self) -> str:
         return self._name
+
+
+def shown_route(value: str) -> str:
+    """``value`` as an error message names it: its repr, cut short when it is long (an error
+    naming a 100 KB route must not be 100 KB itself)."""
+    if len(value) <= 80:
+        return repr(value)
+    return f"{value[:60]!r}..."

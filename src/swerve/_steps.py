@@ -219,7 +219,11 @@ async def bounded(awaitable: Awaitable[T], limit: str | None, seconds: float | N
             return await awaitable
     except TimeoutError:
         if scope.expired():
-            raise AttemptTimeout(limit, seconds) from None
+            # How late the timer fired is the evidence of a starved process (read only here,
+            # off the healthy path): a loop busy elsewhere could not have read the answer.
+            when = scope.when()
+            late = asyncio.get_running_loop().time() - when if when is not None else 0.0
+            raise AttemptTimeout(limit, seconds, late_s=max(late, 0.0)) from None
         raise
 
 

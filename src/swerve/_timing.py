@@ -16,24 +16,49 @@ class CallTime:
     """When the call began, when its attempt began and its last chunk came, on the call's
     monotonic clock; and from those, the limit that ends soonest."""
 
-    __slots__ = ("_clock", "_config", "attempt_t0", "deadline", "last_chunk", "t0")
+    __slots__ = (
+        "_clock",
+        "_config",
+        "_last",
+        "_offset",
+        "attempt_t0",
+        "deadline",
+        "last_chunk",
+        "t0",
+    )
 
     def __init__(self, config: FallbackConfig, clock: Clock) -> None:
         self._config = config
         self._clock = clock
-        self.t0 = self.attempt_t0 = self.last_chunk = clock.monotonic()
+        self._offset = 0.0
+        self._last = clock.monotonic()
+        if not math.isfinite(self._last):
+            self._last = 0.0
+        self.t0 = self.attempt_t0 = self.last_chunk = self._last
         self.deadline = self.t0 + config.call_bound_s
 
+    def now(self) -> float:
+        """The call's monotonic time, which never goes back: a clock that steps back (a broken
+        or injected ``Clock``) continues from the latest time seen, so no limit of the call is
+        extended by the step; a reading that is not a number counts as no time passing."""
+        now = self._clock.monotonic() + self._offset
+        if now >= self._last:
+            self._last = now
+            return now
+        if math.isfinite(now):  # stepped back: carry on from where the call had got to
+            self._offset += self._last - now
+        return self._last
+
     def in_call(self) -> float:
-        return self._clock.monotonic() - self.t0
+        return self.now() - self.t0
 
     def in_attempt(self) -> float:
-        return self._clock.monotonic() - self.attempt_t0
+        return self.now() - self.attempt_t0
 
     def begin_attempt(self, stream: bool = True) -> tuple[float | None, float | None]:
         """Start the clock of a new attempt; its ``(timeout, read_timeout)`` for the client.
         The first-token limit is a stream's: a unary attempt's reads are not held to it."""
-        self.attempt_t0 = self.last_chunk = self._clock.monotonic()
+        self.attempt_t0 = self.last_chunk = self.now()
         timeout = read = None
         _, left = self.next_limit(committed=not stream)
         if left is not None:
@@ -45,7 +70,7 @@ class CallTime:
 
     def received(self) -> None:
         """A chunk arrived: the stall limit counts from now."""
-        self.last_chunk = self._clock.monotonic()
+        self.last_chunk = self.now()
 
     def _limits(self, committed: bool) -> Iterator[tuple[str, float]]:
         """Absolute (monotonic) ends of the limits that apply to the next wait."""
@@ -63,17 +88,17 @@ class CallTime:
         soonest = min(self._limits(committed), key=lambda lim: lim[1], default=None)
         if soonest is None:
             return None, None
-        return soonest[0], soonest[1] - self._clock.monotonic()
+        return soonest[0], soonest[1] - self.now()
 
     def check_limits(self, committed: bool) -> None:
         """Sync streams cannot be pre-empted: a chunk that came too late counts as a timeout."""
-        now = self._clock.monotonic()
+        now = self.now()
         for limit, end in self._limits(committed):
             if now > end:
                 raise AttemptTimeout(limit, now - self.attempt_t0)
 
     def remaining(self) -> float:
-        return self.deadline - self._clock.monotonic()
+        return self.deadline - self.now()
 
     def wait(self, delay: float) -> float:
         """The wait before the next attempt: the policy's, within ``[0, remaining()]``, so a
