@@ -34,6 +34,7 @@ import socket
 import statistics
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -265,6 +266,15 @@ def _fleet_worker(conn: Connection, url: str, base: str) -> None:
             if attempt.route.provider != "live":
                 dead.append((t0, time.monotonic()))
 
+    def complete_quiet(attempt: Attempt) -> str:  # for threads: records nothing shared
+        response = client.post(
+            f"{base}/{attempt.route.provider}/v1/chat/completions",
+            json={"model": attempt.route.model, "messages": messages},
+            timeout=attempt.timeout,
+        )
+        response.raise_for_status()
+        return str(response.json()["choices"][0]["message"]["content"])
+
     def one(route: str) -> CallRecord:
         assert failover is not None
         dead.clear()
@@ -287,6 +297,24 @@ def _fleet_worker(conn: Connection, url: str, base: str) -> None:
             conn.send("ok")
         elif command[0] == "call":
             conn.send(one(command[1]))
+        elif command[0] == "burst":  # k calls at once, each on a thread of its own
+            _, route, k, at = command
+            time.sleep(max(0.0, at - time.time()))
+            assert failover is not None
+            fo = failover
+            served: list[str] = []
+
+            def burst_one(fo: Failover, route: str, served: list[str]) -> None:
+                served.append(str(fo.call(route, complete_quiet).route))
+
+            threads = [
+                threading.Thread(target=burst_one, args=(fo, route, served)) for _ in range(k)
+            ]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(timeout=60)
+            conn.send(served)
         elif command[0] == "calls":
             _, route, n, at, pace = command
             time.sleep(max(0.0, at - time.time()))
@@ -317,11 +345,14 @@ def _outcome(records: list[CallRecord], requests: int) -> Outcome:
 
 
 class Fleet:
-    def __init__(self, url: str, base: str) -> None:
+    serial = 0
+
+    def __init__(self, url: str, base: str, n: int = PROCESSES) -> None:
         ctx = multiprocessing.get_context("spawn")
+        self.url, self.base, self.n = url, base, n
         self.ends: list[Connection] = []
         self.procs = []
-        for _ in range(PROCESSES):
+        for _ in range(n):
             end, theirs = ctx.Pipe()
             proc = ctx.Process(target=_fleet_worker, args=(theirs, url, base), daemon=True)
             proc.start()
@@ -335,15 +366,7 @@ class Fleet:
         self, fake: FakeProvider, fault: Fault, kind: str, config: dict[str, Any],
         calls: int, stagger: float | None,
     ) -> Outcome:  # fmt: skip
-        self.runs += 1
-        dead = f"dead{self.runs}"  # a fresh route (and Redis prefix): nothing carries over
-        route = f"{dead}/model-a"
-        fake.set_fault(dead, fault)
-        cfg = FallbackConfig(fallbacks={route: LIVE}, **config)
-        for end in self.ends:
-            end.send(("setup", kind, f"bench-fleet-{self.runs}", cfg))
-        for end in self.ends:
-            _expect(end, "ok")
+        dead, route, _ = self.setup(fake, fault, kind, config)
         records: list[CallRecord] = []
         if stagger is not None:
             at = time.time() + 0.3
@@ -352,17 +375,148 @@ class Fleet:
             for end in self.ends:
                 records += _recv(end, timeout=120)
         else:
-            for i in range(calls * PROCESSES):
-                end = self.ends[i % PROCESSES]
+            for i in range(calls * self.n):
+                end = self.ends[i % self.n]
                 end.send(("call", route))
                 records.append(_recv(end, timeout=30))
         fake.set_fault(dead, Fault.ok())  # releases anything still hung
         return _outcome(records, fake.requests(dead))
 
+    def setup(
+        self, fake: FakeProvider, fault: Fault, kind: str, config: dict[str, Any]
+    ) -> tuple[str, str, FallbackConfig]:
+        """A fresh dead route (and Redis prefix: nothing carries over), set up everywhere."""
+        self.runs += 1
+        Fleet.serial += 1  # unique across fleets too: no route or prefix is ever reused
+        dead = f"dead{Fleet.serial}"
+        route = f"{dead}/model-a"
+        fake.set_fault(dead, fault)
+        cfg = FallbackConfig(fallbacks={route: LIVE}, **config)
+        for end in self.ends:
+            end.send(("setup", kind, self.prefix, cfg))
+        for end in self.ends:
+            _expect(end, "ok")
+        return dead, route, cfg
+
+    @property
+    def prefix(self) -> str:
+        return f"bench-fleet-{Fleet.serial}"
+
+    def burst(self, route: str, k: int) -> list[str]:
+        """Every process runs ``k`` calls at once, all processes from one start."""
+        at = time.time() + 0.3
+        for end in self.ends:
+            end.send(("burst", route, k, at))
+        served: list[str] = []
+        for end in self.ends:
+            served += _recv(end, timeout=120)
+        return served
+
     def close(self) -> None:
         for end in self.ends:
             end.send(("quit",))
         _join(self.procs)
+
+
+def _late(conn: Connection, url: str, base: str, prefix: str, cfg: FallbackConfig) -> None:
+    """A process that starts after the fleet learned an outage: its store, its Failover,
+    and its first call at once (no wait_until_shared: the Failover waits by itself)."""
+    store = RedisHealth.from_url(url, prefix=prefix)
+    failover = Failover(cfg, store)
+    with httpx.Client() as client:
+
+        def complete(attempt: Attempt) -> str:
+            response = client.post(
+                f"{base}/{attempt.route.provider}/v1/chat/completions",
+                json={
+                    "model": attempt.route.model,
+                    "messages": [{"role": "user", "content": "hi"}],
+                },
+            )
+            response.raise_for_status()
+            return response.text
+
+        (route,) = cfg.fallbacks
+        conn.send(str(failover.call(route, complete).route))
+    store.close()
+
+
+def issue20(url: str, sizes: list[int], reps: int) -> list[tuple[str, str, str]]:
+    """The issue's scenarios at each fleet size; returns the closing table's rows."""
+    rows: list[tuple[str, str, str]] = []
+    budget = 3
+    c = {"max_retries": 2, "backoff_initial_s": 0.01, "jitter": False, "cooldown_s": 30,
+         "attempt_timeout_s": 1}  # fmt: skip
+    off = {**c, "breaker": BreakerConfig(enabled=False)}
+    ctx = multiprocessing.get_context("spawn")
+    with FakeProvider() as fake:
+        base = f"http://127.0.0.1:{fake.port}"
+        for n in sizes:
+            fleet = Fleet(url, base, n)
+            try:
+                # e. a late process, after one call of the fleet cooled the route
+                late_requests = []
+                for _ in range(3):
+                    dead, route, cfg = fleet.setup(fake, Fault.status(503), "redis", c)
+                    fleet.ends[0].send(("call", route))
+                    _recv(fleet.ends[0])
+                    before = fake.requests(dead)
+                    ends, procs = [], []
+                    for _ in range(n):  # n late processes, all at once
+                        end, theirs = ctx.Pipe()
+                        proc = ctx.Process(
+                            target=_late, args=(theirs, url, base, fleet.prefix, cfg), daemon=True
+                        )
+                        proc.start()
+                        ends.append(end)
+                        procs.append(proc)
+                    for end in ends:
+                        _recv(end, timeout=60)
+                    _join(procs)
+                    late_requests.append(fake.requests(dead) - before)
+                    fake.set_fault(dead, Fault.ok())
+                verdict = "met" if not any(late_requests) else "MISSED"
+                print(f"e. N={n}: {n} late processes x 3 runs, requests to the known-dead route: "
+                      f"{late_requests}   (goal 0: {verdict})")  # fmt: skip
+                rows.append((f"late process, N={n}", f"{sum(late_requests)} requests", verdict))
+                # f. calls one after another, fleet-wide, reps times
+                counts = []
+                for _ in range(reps):
+                    o = fleet.run(fake, Fault.status(503), "redis", c, 2, None)
+                    counts.append(o.requests)
+                verdict = "met" if all(x == budget for x in counts) else "MISSED"
+                print(f"f. N={n}: one after another ({2 * n} calls) x {reps}, requests to the "
+                      f"dead route: {counts}   (goal {budget} every time: {verdict})")  # fmt: skip
+                rows.append((f"one after another, N={n}", f"{counts}", verdict))
+                # g. breaker off, 8 concurrent calls per process
+                dead, route, _ = fleet.setup(fake, Fault.status(503), "redis", off)
+                served = fleet.burst(route, 8)
+                got = fake.requests(dead)
+                most = (8 + budget) * n
+                verdict = "met" if got <= most else "MISSED"
+                ok = sum(r == LIVE for r in served)
+                print(f"g. N={n}: breaker off, 8 calls at once per process: {got} requests to "
+                      f"the dead route, {ok}/{len(served)} served by the fallback   "
+                      f"(goal <= {most}, 3 a call: {budget * 8 * n}: {verdict})")  # fmt: skip
+                rows.append((f"breaker off, 8 x N={n} at once", f"{got} requests", verdict))
+                fake.set_fault(dead, Fault.ok())
+                # h. recovery: the cooldown ends, the route still fails, everyone calls at once
+                short = {**off, "cooldown_s": 1, "cooldown_max_s": 1}
+                dead, route, _ = fleet.setup(fake, Fault.status(503), "redis", short)
+                fleet.ends[0].send(("call", route))
+                _recv(fleet.ends[0])
+                time.sleep(1.2)  # the cooldown is over: the route is recovering
+                before = fake.requests(dead)
+                fleet.burst(route, 8)
+                probes = fake.requests(dead) - before
+                verdict = "met" if probes == 1 else "MISSED"
+                print(f"h. N={n}: recovery, 8 calls at once per process: {probes} probe(s) "
+                      f"fleet-wide   (goal 1: {verdict})")  # fmt: skip
+                rows.append((f"recovery probes, N={n}", f"{probes}", verdict))
+                fake.set_fault(dead, Fault.ok())
+            finally:
+                fleet.close()
+    return rows
 
 
 def outages(url: str, calls: int) -> None:
@@ -432,7 +586,12 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=5000, help="calls per side in a")
     parser.add_argument("--trials", type=int, default=200, help="trials in b")
     parser.add_argument("--calls", type=int, default=25, help="calls per process in c and d")
+    parser.add_argument("--sizes", default="4,8", help="fleet sizes for e-h (issue 20)")
+    parser.add_argument("--reps", type=int, default=10, help="repetitions in f")
+    parser.add_argument("--only-issue20", action="store_true", help="run e-h only")
     args = parser.parse_args()
+    sizes = [int(x) for x in args.sizes.split(",") if x]
+    rows: list[tuple[str, str, str]] = []
     started = time.monotonic()
     with redis_server() as url:
         with redis.Redis.from_url(url) as client:
@@ -442,9 +601,14 @@ def main() -> None:
             lambda: propagation(url, args.trials),
             lambda: outages(url, args.calls),
         ]
-        for step in steps:
+        for step in [] if args.only_issue20 else steps:
             step()
+        rows = issue20(url, sizes, args.reps)
     print(f"({time.monotonic() - started:.1f} s)")
+    print("\n| scenario | measured | goal |")
+    print("|---|---|---|")
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
 
 
 if __name__ == "__main__":

@@ -58,6 +58,8 @@ class OwnCooldowns(Protocol):
     def remember(self, route: str, until: float) -> None: ...
     def forget(self, route: str) -> None: ...
     def learned(self, route: str, now: float) -> CooldownLearned: ...
+    def retry(self, route: str, call: object, now: float, until: float) -> bool: ...
+    def retried(self, route: str, call: object) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +79,15 @@ class Wiring:
 class _Call:
     """One logical call: its span, its attempts, and every decision between them."""
 
-    def __init__(self, wiring: Wiring, config: FallbackConfig, requested: Route, *, stream: bool):
+    def __init__(
+        self,
+        wiring: Wiring,
+        config: FallbackConfig,
+        requested: Route,
+        *,
+        stream: bool,
+        pinned: bool = False,
+    ):
         self.wiring = wiring
         self.clock = wiring.clock
         self.health = wiring.health
@@ -89,6 +99,8 @@ class _Call:
             wiring.operation, str(requested), requested.provider, requested.model
         )
         self.stream = stream
+        # A pinned call stays on its route whatever its health says, retries included.
+        self.pinned = pinned
         if stream:
             self.span.set_attribute(STREAM, True)
         self.context = trace.set_span_in_context(self.span)
@@ -224,6 +236,7 @@ class _Call:
         self.telemetry.first_chunk(str(self.current), self.time.in_attempt())
 
     def succeeded(self) -> None:
+        self.wiring.own.retried(str(self.current), self)
         self._record_health(Outcome.SUCCESS)
         self._end_attempt("success", None)
         self.served = route = self.current
@@ -309,6 +322,13 @@ class _Call:
             self._release_probe()
             return GiveUp(GiveUpReason.NOT_QUALIFYING, qualifying=False)
         probe = self.probing == source
+        now = self.clock.time()
+        # One call at a time spends its retry budget on a failing route: another call that
+        # fails there meanwhile treats it as degraded (it swaps), as it will once that call
+        # gives up and cools it. Pinned calls keep their retries.
+        busy = not self.pinned and not self.wiring.own.retry(
+            source, self, now, now + max(self.time.remaining(), 0.0)
+        )
         # A breaker that refused the attempt already keeps calls off the route; a timeout of a
         # starved process says nothing about it (the call still moves on: its time is going).
         blame = qualifying and failure.kind is not FailureKind.BREAKER_OPEN and not starved
@@ -321,7 +341,13 @@ class _Call:
                     current=source,
                     retries=self.retries,
                     swaps=self.swaps,
-                    degraded=degraded,
+                    degraded=(
+                        frozenset()
+                        if self.pinned
+                        else _Either(degraded, {source})
+                        if busy
+                        else degraded
+                    ),
                     effects=bool(self.attempt.effects),
                     remaining_s=self.time.remaining(),
                     probe=probe,
@@ -334,6 +360,8 @@ class _Call:
             # not replace the upstream failure: that error surfaces, with a note saying why.
             exc.add_note(f"swerve: no failover decision ({type(error).__name__}: {error})")
             decision = GiveUp(GiveUpReason.NOT_QUALIFYING, qualifying=qualifying)
+        if not isinstance(decision, Retry):
+            self.wiring.own.retried(source, self)
         if isinstance(decision, Retry):
             self.retries += 1
             self.telemetry.retry(self.span, source, self.attempt.number, decision.delay, failure)
@@ -426,6 +454,7 @@ class _Call:
         """The call surfaces ``exc``: its note, its duration metric and (when traced) its span's
         status, whether or not a tracer records; a failed call is off the hot path."""
         self._release_probe()  # the call ended on an error of its own, not the route's
+        self.wiring.own.retried(str(self.current), self)
         failure = self.classify(
             exc.__cause__ if isinstance(exc, MidStreamError) and exc.__cause__ else exc
         )

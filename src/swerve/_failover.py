@@ -88,11 +88,33 @@ class _OwnCooldowns:
     route cache: past it, the route remembered longest ago is forgotten first.
     """
 
-    __slots__ = ("_lock", "_until")
+    __slots__ = ("_lock", "_retrying", "_until")
 
     def __init__(self) -> None:
         self._until: dict[str, float] = {}
+        # route -> (the call retrying it, until when): one call's budget per failing route at
+        # a time; the others that fail there meanwhile swap (issue 20).
+        self._retrying: dict[str, tuple[object, float]] = {}
         self._lock = threading.Lock()
+
+    def retry(self, route: str, call: object, now: float, until: float) -> bool:
+        """Whether ``call`` may retry ``route``: no other call of this Failover is retrying
+        it (a hold lasts until ``until`` at most, so a lost call cannot keep it)."""
+        with self._lock:
+            held = self._retrying.get(route)
+            if held is not None and held[0] is not call and now < held[1]:
+                return False
+            if held is None and len(self._retrying) >= ROUTE_CACHE_SIZE:
+                del self._retrying[next(iter(self._retrying))]
+            self._retrying[route] = (call, until)
+            return True
+
+    def retried(self, route: str, call: object) -> None:
+        """``call`` is done with ``route`` (it succeeded, moved on, or ended)."""
+        with self._lock:
+            held = self._retrying.get(route)
+            if held is not None and held[0] is call:
+                del self._retrying[route]
 
     def remember(self, route: str, until: float) -> None:
         with self._lock:
@@ -147,6 +169,7 @@ class Failover:
         self._generation = 0
         self._routes = _Routes()
         self._pinned: tuple[FallbackConfig, FallbackConfig] | None = None
+        self._ready_for: FallbackConfig | None = None  # the config its store was readied for
         health = health if health is not None else default_health()
         telemetry = telemetry if telemetry is not None else default_telemetry()
         telemetry.watch(health)
@@ -155,6 +178,8 @@ class Failover:
         self._wiring = Wiring(
             clock, health, telemetry, self._classifiers, operation, self._routes.parse, self._own
         )
+        if config is not None:  # a shared store learns the config's bounds now, no waiting
+            self._ready(config, False)
 
     def with_classifiers(self, *classifiers: Classifier) -> Failover:
         """This Failover with ``classifiers`` tried before its own rules: the same config (or
@@ -204,12 +229,32 @@ class Failover:
             return self._pinned[1]
         return config
 
-    def _open_call(self, requested: Route, pin: bool, stream: bool) -> _Call | None:
+    def _open_call(
+        self, requested: Route, pin: bool, stream: bool, wait: bool = True
+    ) -> _Call | None:
         """A new call on ``requested`` under the config in force, or None when swerve is off."""
         config = self._active(pin)
         if config is None:
             return None
-        return _Call(self._wiring, config, requested, stream=stream)
+        if config is not self._ready_for:
+            self._ready(config, wait)
+        return _Call(self._wiring, config, requested, stream=stream, pinned=pin)
+
+    def _ready(self, config: FallbackConfig, wait: bool) -> None:
+        """A shared store (``RedisHealth.ready``) learns the config's bounds, and gets a short,
+        bounded moment for its first sync before this Failover's first decision, so a new
+        process finds the outages its fleet knows of. Any other store: nothing to do."""
+        ready = getattr(self._wiring.health, "ready", None)
+        if ready is None or ready(config, wait=wait):
+            self._ready_for = config
+
+    async def _aready(self, pin: bool) -> None:
+        config = self._active(pin)
+        if config is None or config is self._ready_for:
+            return
+        aready = getattr(self._wiring.health, "aready", None)
+        if aready is None or await aready(config):
+            self._ready_for = config
 
     # -- unary --------------------------------------------------------------------------------
     def call(
@@ -233,7 +278,8 @@ class Failover:
     ) -> Result[T]:
         """Async :meth:`call`; time limits are enforced by cancelling the attempt."""
         requested = self.route(route)
-        if (run := self._open_call(requested, pin, False)) is None:
+        await self._aready(pin)
+        if (run := self._open_call(requested, pin, False, wait=False)) is None:
             clock = self._wiring.clock
             t0 = clock.monotonic()
             value = await fn(Attempt(requested, requested))
@@ -273,7 +319,7 @@ class Failover:
     ) -> AsyncFailoverStream[C]:
         """Async :meth:`stream`."""
         requested = self.route(route)
-        opener = partial(self._open_call, requested, pin, True)
+        opener = partial(self._open_call, requested, pin, True, False)  # never block a loop
         return AsyncFailoverStream(
             opener, requested, fn, spec or StreamSpec(), mid_stream, True, self._wiring.clock
         )

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from ._breaker import Admission, Admitted, BreakerState, BreakerTransition, Outcome
 from ._clock import SYSTEM_CLOCK, Clock, SystemClock
-from ._config import BreakerConfig
+from ._config import BreakerConfig, FallbackConfig
 from ._cooldown import Cooldown, CooldownRule, RouteHealth
 from ._memory import MemoryHealth
 from ._redis_client import client_from_url, refused, safe_url
@@ -30,7 +30,10 @@ from ._redis_sync import RedisSync
 from ._redis_wire import MAX_DRAIN_S, Bounds, RedisWire, Rejected
 from ._telemetry import Telemetry, default_telemetry
 
-__all__ = ["RedisHealth", "safe_url"]  # safe_url: the CLI reads it from here
+__all__ = ["DEFAULT_FIRST_SYNC_S", "RedisHealth", "safe_url"]  # safe_url: for the CLI
+
+DEFAULT_FIRST_SYNC_S = 0.05
+"""The longest a call waits for a new store's first sync (see :meth:`RedisHealth.ready`)."""
 
 
 class RedisHealth:
@@ -46,7 +49,11 @@ class RedisHealth:
     could have written: a cooldown ends at most ``max_cooldown_s`` from now (the config's
     ``longest_cooldown_s``), a breaker opens for at most ``max_open_s`` (its
     ``breaker.max_open_s``), a drain lasts at most :data:`MAX_DRAIN_S`. Unset, each bound is
-    the default config's, grown to the longest this process's own calls use.
+    the default config's, grown to the longest this process's own calls use and to the
+    bounds of every config a :class:`~swerve.Failover` on the store runs (:meth:`ready`).
+
+    ``first_sync_s`` bounds how long a call waits for the store's first sync (:meth:`ready`;
+    0: never wait).
     """
 
     def __init__(
@@ -60,7 +67,14 @@ class RedisHealth:
         description: str = "redis",
         max_cooldown_s: float | None = None,
         max_open_s: float | None = None,
+        first_sync_s: float = DEFAULT_FIRST_SYNC_S,
     ) -> None:
+        if not (math.isfinite(first_sync_s) and 0 <= first_sync_s <= 5):
+            raise ValueError(
+                f"RedisHealth first_sync_s: {first_sync_s!r} is not a number of seconds in [0, 5]"
+            )
+        self._first_sync_s = float(first_sync_s)
+        self._waited = False  # a call waited the whole bound once: no call waits again
         self._wire = RedisWire(client, prefix)
         bounds = Bounds()
         for name, value in (("cooldown_s", max_cooldown_s), ("open_s", max_open_s)):
@@ -109,6 +123,7 @@ class RedisHealth:
         reconnect_max_s: float = 10.0,
         max_cooldown_s: float | None = None,
         max_open_s: float | None = None,
+        first_sync_s: float = DEFAULT_FIRST_SYNC_S,
         **kwargs: Any,
     ) -> RedisHealth:
         """A store on ``url``: ``redis://`` or ``rediss://`` (TLS) or ``unix://``, with the
@@ -127,6 +142,7 @@ class RedisHealth:
             reconnect_max_s=reconnect_max_s,
             max_cooldown_s=max_cooldown_s,
             max_open_s=max_open_s,
+            first_sync_s=first_sync_s,
         )
 
     # -- sharing state ----------------------------------------------------------------------
@@ -136,8 +152,42 @@ class RedisHealth:
         return bool(self._sync.up)
 
     def wait_until_shared(self, timeout: float = 5.0) -> bool:
-        """Block until the store has connected and synced (for scripts and tests)."""
+        """Block until the store has connected and synced, ``timeout`` at most; True if it
+        has. Calls need not: a Failover's first calls wait ``first_sync_s`` by themselves
+        (:meth:`ready`). This is for a process that wants to know, or to wait longer."""
         return self._sync.wait_until_up(timeout)
+
+    def ready(self, config: FallbackConfig | None = None, *, wait: bool = True) -> bool:
+        """What a :class:`~swerve.Failover` asks before a call's first decision: the
+        ``config``'s bounds (its longest cooldown and breaker open period) become the store's,
+        so the fleet's longer cooldowns are not cut short here; and, until the store's first
+        sync, the call waits for it, ``first_sync_s`` at most (a process that starts during an
+        outage the fleet knows must not walk into it). Redis refusing the connection ends the
+        wait at once; one call that waited the whole bound ends it for every later call.
+        Returns True once nothing is left to wait for."""
+        if config is not None:
+            self._learn(config)
+        if self._sync.settled.is_set() or self._waited:
+            return True
+        if not wait:
+            return False
+        self._sync.settled.wait(self._first_sync_s)
+        self._waited = True
+        return True
+
+    async def aready(self, config: FallbackConfig | None = None) -> bool:
+        """:meth:`ready` for async callers: the loop sleeps meanwhile, it never blocks."""
+        if self.ready(config, wait=False):
+            return True
+        # On a worker thread (the first calls only): the loop goes on meanwhile.
+        await asyncio.to_thread(self._sync.settled.wait, self._first_sync_s)
+        self._waited = True
+        return True
+
+    def _learn(self, config: FallbackConfig) -> None:
+        self._bounds.learn("cooldown_s", config.longest_cooldown_s)
+        if config.breaker.enabled:
+            self._bounds.learn("open_s", config.breaker.max_open_s)
 
     def close(self) -> None:
         """Stop the reader and writer threads and close the client."""
@@ -162,7 +212,8 @@ class RedisHealth:
         self._bounds.learn("cooldown_s", rule.max_s)
         cooldown = self._local.cool_down(route, now, rule, reason)
         self._tokens.pop(route, None)
-        self._sync.send("cool", route, (now, rule.base_s, rule.max_s, rule.floor_s, reason))
+        # In Redis before the call that decided it goes on: the fleet's next call finds it.
+        self._sync.send_now("cool", route, (now, rule.base_s, rule.max_s, rule.floor_s, reason))
         return cooldown
 
     def release_probe(self, route: str) -> None:
@@ -202,7 +253,7 @@ class RedisHealth:
         self._sync.count(route, outcome, config)
         if transition is not None:
             if transition.after is BreakerState.OPEN and transition.open_until is not None:
-                self._sync.send("breaker", route, (transition.open_until, config))
+                self._sync.send_now("breaker", route, (transition.open_until, config))
             elif transition.after is BreakerState.CLOSED:
                 self._sync.send("breaker", route, (None, config))
         return transition

@@ -5,6 +5,7 @@ channel) to the local view, resyncs it on every (re)connect, and notices Redis g
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import threading
@@ -73,6 +74,7 @@ class RedisSync:
         self._ops: deque[tuple[str, str, tuple[Any, ...]]] = deque(maxlen=_MAX_OPS)
         self._counts: dict[str, _Counts] = {}
         self._up: bool | None = None  # None until the first connect settles it
+        self.settled = threading.Event()  # the first connect synced, or failed
         self._rejected_since_log = 0
         self._resubscribed: list[float] = []  # monotonic times the channel was reopened
         self._reject_logged_at = -_REJECT_LOG_EVERY_S
@@ -129,6 +131,19 @@ class RedisSync:
             self._ops.append((op, route, args))
             self._wake.notify()
 
+    def send_now(self, op: str, route: str, args: tuple[Any, ...]) -> None:
+        """Apply a change on the calling thread, before the call that decided it goes on, so
+        the next call anywhere in the fleet already finds it in Redis (and on the channel).
+        One bounded round trip, on a failure path only. Inside an event loop, or while Redis
+        is not up, it goes to the writer instead: a loop must never block on Redis."""
+        if self._up is not True or _in_event_loop():
+            self.send(op, route, args)
+            return
+        try:
+            self._checked(route, self._apply, op, route, args)
+        except Exception as exc:  # Redis away: the reader reconnects and merges this back
+            self.lost(exc)
+
     def count(self, route: str, outcome: Outcome, config: BreakerConfig) -> None:
         """Add an attempt's outcome to the fleet's breaker window (in batches, by the writer)."""
         with self._wake:
@@ -155,6 +170,7 @@ class RedisSync:
         if self._up is up:
             return
         self._up = up
+        self.settled.set()
         self._telemetry.store(self._description, up, reason)
 
     # -- the writer thread ----------------------------------------------------------------------
@@ -300,14 +316,24 @@ class RedisSync:
         return True
 
     def _merge_local(self) -> None:
-        """Health learned while Redis was away goes back in, never shortening anything."""
+        """Health learned while Redis was away goes back in, never shortening anything:
+        cooldowns, and open breakers (a Redis that restarted empty would otherwise send the
+        whole fleet back to a route whose breaker this process still holds open)."""
         now = self._clock.time()
         for health in self._local.snapshot(now):
-            cooling = self._local.cooling(health.route, now)
-            if cooling is None:
-                continue
-            bounds = self.bounds
-            self._checked(health.route, self._merge_one, health.route, now, cooling, bounds)
+            route = health.route
+            cooling = self._local.cooling(route, now)
+            if cooling is not None:
+                self._checked(route, self._merge_one, route, now, cooling, self.bounds)
+            open_until = self._local.breaker_open_until(route)
+            if open_until is not None and open_until > now:
+                self._checked(route, self._merge_breaker, route, open_until)
+
+    def _merge_breaker(self, route: str, open_until: float) -> None:
+        # ACCOUNT with this process's opening: the server keeps the later of the two ends.
+        longest = self.bounds.open_s
+        config = BreakerConfig(open_s=min(BreakerConfig().open_s, longest), max_open_s=longest)
+        self._account(route, _Counts(0, 0, config), open_until=open_until)
 
     def _merge_one(self, route: str, now: float, cooling: Any, bounds: Bounds) -> None:
         state = self._wire.run(
@@ -370,6 +396,14 @@ class RedisSync:
             local.adopt_breaker(route, None, now)
         elif op == "drain" and not mine and message.at is not None:
             local.drain(route, message.at, now)
+
+
+def _in_event_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def _first(exc: BaseException, limit: int = 120) -> str:

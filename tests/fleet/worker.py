@@ -3,7 +3,9 @@
 Run as ``python worker.py SPEC`` where SPEC is JSON: ``redis`` (the store's URL), ``prefix``,
 ``fake`` (the fake provider's base URL, ``http://127.0.0.1:PORT``), ``config`` (a
 FallbackConfig as a mapping) and ``mode`` (``sync``: ``Failover.call`` on an httpx.Client;
-``async``: ``Failover.acall`` on an httpx.AsyncClient). Once its store has connected and synced
+``async``: ``Failover.acall`` on an httpx.AsyncClient); ``first_call`` (optional): a route to
+call as soon as the Failover exists, before anything waits for the store, answered first with
+``{"first": [attempted routes], "route": served}``. Once its store has connected and synced
 it prints ``{"ready": ...}``, then reads one JSON command a line on stdin and answers each with
 one JSON line on stdout:
 
@@ -50,7 +52,6 @@ def main(spec: dict[str, Any]) -> int:
     store = RedisHealth.from_url(
         spec["redis"], prefix=spec.get("prefix", "swerve"), telemetry=recorder.telemetry
     )
-    sharing = store.wait_until_shared(timeout=10)
     failover = Failover(FallbackConfig(**spec["config"]), store, telemetry=recorder.telemetry)
     fake = spec["fake"]
     client = httpx.Client()
@@ -71,6 +72,13 @@ def main(spec: dict[str, Any]) -> int:
             return runner.run(failover.acall(route, acomplete))
         return failover.call(route, complete)
 
+    first = spec.get("first_call")
+    if first is not None:
+        # A process that starts after the fleet learned an outage: its first call goes at
+        # once, the store not waited for (the Failover gives it its first sync by itself).
+        result = call(first)
+        _say({"first": [str(a.route) for a in result.attempts], "route": str(result.route)})
+    sharing = store.wait_until_shared(timeout=10)
     _say({"ready": True, "sharing": sharing})
     try:
         for line in sys.stdin:

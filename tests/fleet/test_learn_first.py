@@ -1,0 +1,87 @@
+"""Issue 20 across real processes and a real redis-server: a process that starts after the
+fleet learned an outage sends nothing to the dead route (its Failover waits briefly for the
+store's first sync), and after Redis restarts empty an open breaker is merged back as a
+cooldown is."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from swerve import BreakerConfig, RedisHealth
+from swerve._health import Outcome
+from swerve.testing import FakeProvider, Fault
+
+from ._fleet import F, P, Worker, stop_all
+from ._servers import RedisServer, wait_for
+
+Fleet = Callable[..., list[Worker]]
+BASE: dict[str, Any] = {
+    "fallbacks": {P: F},
+    "jitter": False,
+    "backoff_initial_s": 0.01,
+    "attempt_timeout_s": 5,
+    "max_retries": 2,
+    "cooldown_s": 30,
+    "breaker": {"enabled": False},
+}
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_late_process_sends_nothing_to_a_route_the_fleet_knows_is_dead(
+    fleet: Fleet, fake: FakeProvider, redis_server: RedisServer, tmp_path: Path, mode: str
+) -> None:
+    (a,) = fleet(BASE, 1)
+    fake.set_fault("primary", Fault.status(503))
+    assert a.call()["route"] == F
+    assert fake.requests("primary") == 3  # the fleet's one budget
+
+    late = []
+    for i in range(3):  # three new processes, each calling before anything waited on Redis
+        spec = {
+            "redis": redis_server.url,
+            "prefix": f"fleet-{tmp_path.name}",
+            "fake": f"http://127.0.0.1:{fake.port}",
+            "config": BASE,
+            "mode": mode,
+            "first_call": P,
+        }
+        late.append(Worker(f"late{i}-{mode}", spec, tmp_path))
+    try:
+        firsts = [worker.answer() for worker in late]
+        for worker in late:
+            worker.ready()
+    finally:
+        stop_all(late)
+    assert [answer["first"] for answer in firsts] == [[F]] * 3
+    assert fake.requests("primary") == 3  # zero from the late processes
+
+
+def test_an_open_breaker_is_merged_back_after_redis_restarts_empty(
+    redis_server: RedisServer,
+) -> None:
+    breaker = BreakerConfig(min_calls=2, failure_rate=0.5, window_s=60, open_s=60)
+    store = RedisHealth.from_url(redis_server.url, prefix="merge-breaker")
+    try:
+        assert store.wait_until_shared()
+        now = time.time()
+        for _ in range(2):
+            store.record(P, Outcome.FAILURE, now, breaker, probe=False)
+        assert P in store.unavailable(now)
+        opened = store.snapshot(now)[0].breaker_until
+        assert opened is not None
+        redis_server.restart()  # empty: no persistence
+        wait_for("the store to reconnect", lambda: store.sharing, 15)
+
+        def merged() -> bool:
+            view = {h.route: h for h in store.fleet_view()}
+            return P in view and view[P].breaker_until == opened
+
+        # The breaker this process holds open is in Redis again, with its own end.
+        wait_for("the open breaker to be merged back", merged, 10)
+    finally:
+        store.close()
