@@ -16,7 +16,13 @@ from ._flavour import flavour_of
 from ._redact import REDACTED
 from ._results import Attempt, PartKind, StreamSpec
 from ._sse import _Event, _interpret, _SSEParser
-from ._upstream import ATTEMPTS_HEADER, REQUESTED_HEADER, ROUTE_HEADER, Upstream
+from ._upstream import (
+    ATTEMPTS_HEADER,
+    REQUESTED_HEADER,
+    ROUTE_HEADER,
+    ResponseTooLarge,
+    Upstream,
+)
 
 SWERVE_PREFIX = "x-swerve-"  # every header of this prefix is swerve's, never a provider's
 
@@ -24,7 +30,8 @@ _AUTH_HEADERS = frozenset({"authorization", "x-api-key", "api-key"})
 # Upstream.headers whose values are secrets (redacted wherever an upstream echoes them).
 _SECRET_NAME = re.compile(r"auth|key|token|secret|passw|cookie|session|signature", re.IGNORECASE)
 # The body is decoded before the client sees it, so these would describe it wrongly.
-_NOT_RETURNED = frozenset({"content-encoding", "content-length", "transfer-encoding"})
+_NOT_RETURNED = frozenset({b"content-encoding", b"content-length", b"transfer-encoding"})
+_SWERVE_RAW = SWERVE_PREFIX.encode()
 # Shorter "keys" (a placeholder such as "test" for a local server) are no secret, and replacing
 # them everywhere would mangle the body they are scrubbed from.
 _MIN_SECRET = 8
@@ -39,7 +46,7 @@ class _Head:
     """The status line and headers of the attempt whose body follows."""
 
     status: int
-    headers: list[tuple[str, str]]
+    headers: list[tuple[bytes, bytes]]
 
 
 _Chunk = _Head | _Event
@@ -58,7 +65,7 @@ def _finish_of(chunk: _Chunk) -> bool:
 _SPEC: StreamSpec[_Chunk] = StreamSpec(part=_part_of, is_finish=_finish_of, keep_partial=False)
 
 
-_Replay = tuple[int, list[tuple[str, str]], bytes]
+_Replay = tuple[int, list[tuple[bytes, bytes]], bytes]
 """Status, headers and body: a response as the upstream sent it, for handing on unchanged."""
 
 
@@ -98,6 +105,7 @@ class _Reader:
         self.status = response.status_code
         self.headers = _returned(response.headers)
         self.raw: list[bytes] = []
+        self.held = 0  # the bytes of raw: bounded like one event, so memory is constant
         self.committed = False
 
     def feed(self, data: bytes) -> Iterator[_Event]:
@@ -112,9 +120,16 @@ class _Reader:
     def _checked(self, event: _Event) -> _Event:
         if not self.committed:  # after content nothing is replayed: keep no copy of it
             self.raw.append(event.raw)
+            self.held += len(event.raw)
             if event.part is not None:
                 self.committed = True
                 self.raw.clear()
+            elif self.held > self.parser.limit:
+                # Held for a replay (and by the engine until the attempt commits): an upstream
+                # that never starts its content must not grow memory without end.
+                raise ResponseTooLarge(
+                    f"the events before the first content exceeded {self.parser.limit} bytes"
+                )
         if event.error is None and not event.malformed:
             return event
         # What the upstream echoed must reach neither the client nor the engine (whose failure
@@ -140,10 +155,11 @@ class _Limits:
     late counts as a timeout, as the engine counts a late chunk.
     """
 
-    __slots__ = ("end", "end_name", "first", "last", "stall", "t0")
+    __slots__ = ("committed", "end", "end_name", "first", "last", "stall", "t0")
 
     def __init__(self, attempt: Attempt, config: FallbackConfig | None, stream: bool) -> None:
         self.t0 = self.last = time.monotonic()
+        self.committed = False  # content began: the first-token limit is over
         self.end, self.end_name = math.inf, "attempt"
         if attempt.timeout is not None:
             self.end = self.t0 + attempt.timeout
@@ -164,6 +180,16 @@ class _Limits:
         if now > self.last + self.stall:
             raise AttemptTimeout("stall", now - self.last)
 
+    def soonest(self) -> tuple[float, str]:
+        """The end (``time.monotonic()``) of the limit that ends first, and its name: what
+        every socket operation of the attempt is clamped to (see :mod:`swerve._io_bound`)."""
+        end, name = self.end, self.end_name
+        if self.last + self.stall < end:
+            end, name = self.last + self.stall, "stall"
+        if not self.committed and self.first < end:
+            end, name = self.first, "first_token"
+        return end, name
+
     def ran_out(self, committed: bool) -> AttemptTimeout | None:
         """The limit an httpx timeout of this attempt enforced, or None when none is due (the
         client's own, shorter timeout fired). The limits were handed to httpx as its timeouts,
@@ -181,18 +207,19 @@ class _Limits:
         return AttemptTimeout(name, max(now - since, 0.0))
 
 
-def _returned(headers: Any) -> list[tuple[str, str]]:
+def _returned(headers: Any) -> list[tuple[bytes, bytes]]:
     """An upstream's headers as the client gets them: less those that describe the encoded
-    body, and less any ``x-swerve-*`` (an upstream must not forge swerve's own)."""
-    # multi_items() names are lower case already (httpx and httpx2 alike).
+    body, and less any ``x-swerve-*`` (an upstream must not forge swerve's own). As bytes,
+    the way httpx holds them: a value that is not ASCII (``x-msg: Überlastet``) passes as it
+    came, never decoded and encoded again."""
     return [
         (k, v)
-        for k, v in headers.multi_items()
-        if k not in _NOT_RETURNED and not k.startswith(SWERVE_PREFIX)
+        for k, v in headers.raw
+        if (name := k.lower()) not in _NOT_RETURNED and not name.startswith(_SWERVE_RAW)
     ]
 
 
-def _served_by(attempt: Attempt) -> list[tuple[str, str]]:
+def _served_by(attempt: Attempt) -> list[tuple[bytes, bytes]]:
     """swerve's headers on a response ``attempt`` produced: the route that answered and the
     attempts made (the attempt's number), and the route requested when it is another."""
     route = str(attempt.route)
@@ -200,10 +227,10 @@ def _served_by(attempt: Attempt) -> list[tuple[str, str]]:
     requested = str(attempt.requested)
     if requested != route:
         headers.append((REQUESTED_HEADER, requested))
-    return headers
+    return [(k.encode(), v.encode()) for k, v in headers]
 
 
-def _response(like: Any, status: int, headers: list[tuple[str, str]], content: bytes) -> Any:
+def _response(like: Any, status: int, headers: list[tuple[bytes, bytes]], content: bytes) -> Any:
     return flavour_of(like).Response(status, headers=headers, content=content)
 
 
@@ -221,8 +248,8 @@ def _secrets(upstream: Upstream) -> tuple[str, ...]:
 
 
 def _redacted(
-    secrets: tuple[str, ...], headers: list[tuple[str, str]], content: bytes
-) -> tuple[list[tuple[str, str]], bytes]:
+    secrets: tuple[str, ...], headers: list[tuple[bytes, bytes]], content: bytes
+) -> tuple[list[tuple[bytes, bytes]], bytes]:
     """``headers`` and ``content`` with every one of ``secrets`` replaced by ``[REDACTED]``,
     and nothing else changed: an upstream that echoes the request (credentials and all) in
     its error must not hand the client, and its logs, the keys swerve added."""
@@ -230,7 +257,7 @@ def _redacted(
         encoded = secret.encode()
         if encoded in content:
             content = content.replace(encoded, _REDACTED_BYTES)
-        headers = [(k, v.replace(secret, REDACTED)) for k, v in headers]
+        headers = [(k, v.replace(encoded, _REDACTED_BYTES)) for k, v in headers]
     return headers, content
 
 

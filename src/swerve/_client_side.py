@@ -29,7 +29,7 @@ def _given_up(
     error: Exception,
     core: _Core,
     started: float,
-    served: list[tuple[str, str]],
+    served: list[tuple[bytes, bytes]],
 ) -> Any:
     """After swerve gave up: what the client would have received without it, less the keys
     swerve added, plus swerve's ``served`` headers (the route it came from, the attempts);

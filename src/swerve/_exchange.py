@@ -19,6 +19,7 @@ from ._attempt import _Head, _is_stream, _Reader, _returned, _served_by
 from ._client_side import _byte_stream, _given_up
 from ._failures import AttemptTimeout
 from ._flavour import flavour_of
+from ._io_bound import held
 from ._results import Attempt
 from ._routes import Route
 from ._routing import _SWERVE_PREFIX, _Core, _Plan
@@ -26,6 +27,7 @@ from ._sse import _Event
 from ._upstream import ResponseTooLarge
 
 _PIECE = 64 * 1024  # the most one step of decompression may produce
+_POOL_GRACE_S = 1.0  # see _graced
 
 
 class _Exchange:
@@ -94,6 +96,22 @@ class _Exchange:
         return module.Response(head.status, headers=head.headers, stream=body)
 
 
+def _graced(request: Any, limit: float) -> None:
+    """An async send on a clamped transport waits for a pool slot a little past its limit.
+
+    The engine stops waiting for it at the limit anyway, and every socket operation it would
+    make after that fails at once; but a pool timeout that fires just as a clamped neighbour
+    frees its connection (both at the same limit, in a burst) races httpcore 1.0 into keeping
+    a connection assigned to the timed-out request, never connected, for good
+    (encode/httpcore#1093). Given the slot instead, the send fails its connect and the
+    connection is dropped. A sync send is not cut by the engine: its pool wait stays within
+    the limit.
+    """
+    timeout = request.extensions.get("timeout")
+    if isinstance(timeout, dict) and timeout.get("pool") == limit:
+        timeout["pool"] = limit + _POOL_GRACE_S
+
+
 class _Receiving:
     """One attempt of an exchange: the request it sends, and what becomes of its response as
     the transport reads it (time limits, the size limit, decoding, SSE events)."""
@@ -103,6 +121,8 @@ class _Receiving:
         "_inflater",
         "_reader",
         "attempt",
+        "bound",
+        "clamped",
         "core",
         "inner",
         "limits",
@@ -118,19 +138,25 @@ class _Receiving:
         self.attempt = attempt
         self.route = str(attempt.route)
         self.sync = exchange.sync
-        self.limits = core.limits(attempt, stream, exchange.sync)
+        # ``bound``: what the attempt's socket operations are clamped to (both modes);
+        # ``limits``: what a sync attempt checks after every read (async, the engine cuts).
+        self.bound = core.limits(attempt, stream)
+        self.limits = self.bound if exchange.sync else None
         self.request = core.build(exchange.request, exchange.plan, attempt)
         self.inner = core.inner(exchange.request, self.route, exchange.cache, exchange.sync)
+        self.clamped = id(self.inner) in core.clamped
+        if self.clamped and not self.sync and attempt.timeout is not None:
+            _graced(self.request, attempt.timeout)
         self.whole = False  # the response itself holds the body, read at once
         self._inflater: Any = None
         self._reader: _Reader | None = None
         self._body = bytearray()
 
     def ran_out(self, error: BaseException) -> AttemptTimeout | None:
-        """For a sync attempt that ``error`` ended: the limit of swerve's that an httpx timeout
-        enforced (swerve hands its limits to httpx as timeouts), so the client learns which
-        limit ran out, as it does from the async transport; None for any other error."""
-        limits = self.limits
+        """For an attempt that ``error`` ended: the limit of swerve's that an httpx timeout
+        enforced (swerve hands its limits to httpx as timeouts, and clamps its sockets to
+        them), so the client learns which limit ran out; None for any other error."""
+        limits = self.bound
         if limits is None or not isinstance(error, flavour_of(self.request).TimeoutException):
             return None
         return limits.ran_out(self._reader is not None and self._reader.committed)
@@ -142,8 +168,9 @@ class _Receiving:
 
     def at_once(self, response: Any) -> bool:
         """Whether the body may be read whole in one read: its declared, unencoded length is
-        within the size limit, and no time limit wants checking between reads."""
-        self.whole = self.limits is None and self.core.fits(response)
+        within the size limit, and no time limit wants checking between reads (none, or the
+        inner transport's sockets keep to them themselves)."""
+        self.whole = (self.limits is None or self.clamped) and self.core.fits(response)
         return self.whole
 
     def reads(self, response: Any) -> Any:
@@ -151,10 +178,13 @@ class _Receiving:
         bounded piece at a time (httpx would inflate a whole network read at once, and a small
         read of a gzip bomb is gigabytes)."""
         encoding = str(response.headers.get("content-encoding", "")).strip().lower()
-        if encoding in ("gzip", "x-gzip"):
+        raw = encoding in ("gzip", "x-gzip")
+        if raw:
             self._inflater = zlib.decompressobj(32 + zlib.MAX_WBITS)  # gzip or zlib header
-            return response.iter_raw() if self.sync else response.aiter_raw()
-        return response.iter_bytes() if self.sync else response.aiter_bytes()
+        if not self.sync:  # async reads are cut by the engine
+            return response.aiter_raw() if raw else response.aiter_bytes()
+        reads = response.iter_raw() if raw else response.iter_bytes()
+        return reads if self.bound is None else held(reads, self.bound)
 
     def add(self, data: bytes) -> None:
         """One read of a whole body, kept within the time and size limits."""
@@ -199,6 +229,7 @@ class _Receiving:
             for event in reader.feed(piece):
                 if limits is not None:
                     limits.last = time.monotonic()
+                    limits.committed = reader.committed
                 yield self._reported(event)
 
     def end(self) -> Iterator[_Event]:

@@ -66,6 +66,9 @@ class Flavour(Protocol):
     @property
     def DecodingError(self) -> type[Any]: ...
 
+    @property
+    def RequestNotRead(self) -> type[Any]: ...
+
 
 _BY_CLASS: dict[type, Flavour] = {}
 _BY_NAME: dict[str, Flavour] = {}

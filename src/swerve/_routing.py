@@ -25,6 +25,7 @@ from ._attempt import (
 from ._config import FallbackConfig
 from ._failover import Failover
 from ._flavour import flavour_of
+from ._io_bound import install
 from ._payloads import JsonRules
 from ._redact import scrub
 from ._results import Attempt
@@ -87,6 +88,11 @@ class _Core:
         self.targets = {key: _target(up.base_url) for key, up in self.upstreams.items()}
         self.failover = failover
         self.limit = max_body_bytes
+        # The inner transports whose every socket operation keeps to the attempt's time: the
+        # ones swerve makes, and an upstream's own httpx / httpx2 HTTPTransport.
+        self.clamped: set[int] = {
+            id(up.transport) for up in self.upstreams.values() if install(up.transport)
+        }
         self._urls: dict[tuple[str, str], Any] = {}
         self._check(config if config is not None else failover.config)
         # Last: a transport that was refused claims nothing.
@@ -107,7 +113,13 @@ class _Core:
             options.get("failover") is False
         )
         try:
-            body = json.loads(request.content)
+            content = request.content
+        except flavour_of(request).RequestNotRead:
+            # A streamed body (multipart files=, a generator): no route reads it, and reading
+            # it here would consume it. It is sent on as it comes.
+            return None
+        try:
+            body = json.loads(content)
         except (ValueError, RecursionError) as exc:
             if not pinned and not self._endpoint_match(request):
                 return None
@@ -190,7 +202,9 @@ class _Core:
                 headers.append(("x-api-key", upstream.api_key))
             else:
                 headers.append(("authorization", f"Bearer {upstream.api_key}"))
-        headers.extend(upstream.headers.items())
+        headers.extend(
+            (k, v) for k, v in upstream.headers.items() if not k.lower().startswith(_SWERVE_PREFIX)
+        )
         extensions = {k: v for k, v in request.extensions.items() if k != "swerve"}
         if attempt.timeout is not None or attempt.read_timeout is not None:
             extensions["timeout"] = _timeouts(extensions.get("timeout"), attempt)
@@ -206,11 +220,10 @@ class _Core:
             extensions=extensions,
         )
 
-    def limits(self, attempt: Attempt, stream: bool, sync: bool) -> _Limits | None:
-        """The time limits an attempt checks as it reads (None when it has none). Only a sync
-        attempt has any: a blocking read cannot be pre-empted, while the async engine ends an
-        attempt that runs out of time by cancelling it."""
-        if not sync or (attempt.timeout is None and attempt.read_timeout is None):
+    def limits(self, attempt: Attempt, stream: bool) -> _Limits | None:
+        """The time limits of an attempt (None when it has none): what its socket operations
+        are clamped to, and (sync) what it checks as it reads."""
+        if attempt.timeout is None and attempt.read_timeout is None:
             return None
         return _Limits(attempt, self.failover.config, stream)
 
@@ -227,7 +240,10 @@ class _Core:
             )
             scrubbed = _response(response, response.status_code, headers, content)
             raise UpstreamStatusError(route, scrubbed, content)
-        json_body = "json" in response.headers.get("content-type", "")
+        content_type = response.headers.get("content-type", "")
+        if "text/event-stream" in content_type:
+            self._events(route, response, body, attempt)
+        json_body = "json" in content_type
         if json_body or b'"error"' in body:
             try:
                 data = json.loads(body)
@@ -249,11 +265,24 @@ class _Core:
                 for name in [k for k in headers if k.lower().startswith(SWERVE_PREFIX)]:
                     del headers[name]
             for name, value in _served_by(attempt):
-                headers[name] = value
+                headers[name.decode()] = value.decode()
             return response
         returned = _returned(response.headers)
         returned += _served_by(attempt)
         return _response(response, response.status_code, returned, body)
+
+    def _events(self, route: str, response: Any, body: bytes, attempt: Attempt) -> None:
+        """A whole body that is an SSE stream (a request that did not ask for one answered
+        with one): read event by event as a stream is, so an error event is the route's
+        failure, its echoed keys redacted, and never reaches the client unread."""
+        reader = self.reader(route, response)
+        try:
+            for event in [*reader.feed(body), *reader.flush()]:
+                if event.usage is not None:
+                    attempt.report_usage(*event.usage)
+        except (_ErrorInBody, _Malformed) as exc:
+            exc.replay = self._replay(response, body)  # if swerve gives up: the whole body
+            raise
 
     def _replay(self, response: Any, body: bytes) -> _Replay:
         headers, content = _redacted(self.secrets, _returned(response.headers), body)
@@ -291,9 +320,10 @@ class _Core:
         module = flavour_of(request)
         transport = cache.get((module.__name__, route))
         if transport is None:
-            transport = cache[(module.__name__, route)] = (
-                module.HTTPTransport() if sync else module.AsyncHTTPTransport()
-            )
+            transport = module.HTTPTransport() if sync else module.AsyncHTTPTransport()
+            if install(transport):
+                self.clamped.add(id(transport))
+            cache[(module.__name__, route)] = transport
         return transport
 
     def transports(self, cache: dict[Any, Any]) -> list[Any]:

@@ -143,7 +143,9 @@ class _StreamBase(Generic[C]):
             try:
                 while (chunk := (yield pull)) is not END:
                     yield Out([chunk])
-            except BaseException:
+            except BaseException as exc:
+                if self._abandoned(exc, source):
+                    raise
                 yield Close(source)  # a consumer that stops early closes the source
                 raise
             # Only the one attempt's record is kept, for attempts and result().
@@ -173,6 +175,8 @@ class _StreamBase(Generic[C]):
                     if out := self._end():
                         yield Out(out)
                 except BaseException as exc:
+                    if self._abandoned(exc, upstream):
+                        raise
                     yield Close(upstream)
                     if self._whole(exc):
                         # A consumer that closed the stream takes no more chunks.
@@ -189,6 +193,24 @@ class _StreamBase(Generic[C]):
         except BaseException as exc:
             run.finish_error(exc)
             raise
+
+    def _abandoned(self, exc: BaseException, upstream: object) -> bool:
+        """Whether ``exc`` closes these steps directly, not through their driver: a stream
+        dropped without ``close()`` is a reference cycle (the stream holds its driver, whose
+        steps hold the stream), and the garbage collector may close the steps first. Nothing
+        may be yielded then (a generator that yields on close is an error Python prints), so
+        the upstream is closed here if it can be without awaiting (an async one is finalized
+        by the event loop's own hooks), and the call ends as aborted."""
+        if not isinstance(exc, GeneratorExit):
+            return False
+        gen = self._gen
+        if getattr(gen, "gi_running", False) or getattr(gen, "ag_running", False):
+            return False  # the driver threw it: the consumer's close(), the steps decide
+        close = getattr(upstream, "close", None)
+        if close is not None:
+            with contextlib.suppress(Exception):
+                close()
+        return True
 
     def _begin(self, run: _Call) -> Attempt:
         self._state = _StreamState(self._spec, self._live)

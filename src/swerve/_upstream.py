@@ -78,6 +78,12 @@ class Upstream:
         if not self.base_url.startswith(("http://", "https://")):
             raise ValueError(f"Upstream.base_url must be an http(s) URL, got {self.base_url!r}")
         object.__setattr__(self, "base_url", self.base_url.rstrip("/"))
+        for name in self.headers:
+            if str(name).lower().startswith("x-swerve-"):
+                raise ValueError(
+                    f"Upstream.headers: {name!r} is one of swerve's own headers (every "
+                    "x-swerve-* header is swerve's): it is never sent to a provider"
+                )
 
     @property
     def endpoint(self) -> str:

@@ -31,6 +31,7 @@ from ._config import FallbackConfig
 from ._exchange import _Exchange, _Receiving
 from ._failover import Failover
 from ._health import HealthStore
+from ._io_bound import CURRENT
 from ._results import Attempt
 from ._routing import _Core
 from ._upstream import (
@@ -124,6 +125,7 @@ class FailoverTransport(_Transport, httpx.BaseTransport):
     def _once(self, ex: _Exchange, attempt: Attempt) -> Any:
         with ex.scrubbing():
             rx = ex.attempt(attempt, stream=False)
+            token = CURRENT.set(rx.bound)  # every socket operation keeps to the attempt's time
             try:
                 response = self._send(rx)
                 return rx.complete(response, self._read(rx, response))
@@ -131,16 +133,28 @@ class FailoverTransport(_Transport, httpx.BaseTransport):
                 if (limit := rx.ran_out(exc)) is None:
                     raise
                 raise limit from exc
+            finally:
+                CURRENT.reset(token)
 
     def _chunks(self, ex: _Exchange, attempt: Attempt) -> Iterator[_Chunk]:
         with ex.scrubbing():
             rx = ex.attempt(attempt, stream=True)
             try:
-                response = self._send(rx)
+                # Set only while swerve itself runs: never across a yield (the consumer's).
+                token = CURRENT.set(rx.bound)
+                try:
+                    response = self._send(rx)
+                finally:
+                    CURRENT.reset(token)
                 try:
                     yield rx.head(response)
                     if not rx.streams(response):
-                        yield rx.last(response, self._read(rx, response))
+                        token = CURRENT.set(rx.bound)
+                        try:
+                            content = self._read(rx, response)
+                        finally:
+                            CURRENT.reset(token)
+                        yield rx.last(response, content)
                         return
                     for data in rx.reads(response):
                         yield from rx.events(data)
@@ -214,28 +228,44 @@ class AsyncFailoverTransport(_Transport, httpx.AsyncBaseTransport):
     async def _once(self, ex: _Exchange, attempt: Attempt) -> Any:
         with ex.scrubbing():
             rx = ex.attempt(attempt, stream=False)
-            response = await self._send(rx)
-            return rx.complete(response, await self._read(rx, response))
+            try:
+                response = await self._send(rx)
+                return rx.complete(response, await self._read(rx, response))
+            except Exception as exc:
+                if (limit := rx.ran_out(exc)) is None:
+                    raise
+                raise limit from exc
 
     async def _chunks(self, ex: _Exchange, attempt: Attempt) -> AsyncIterator[_Chunk]:
         with ex.scrubbing():
             rx = ex.attempt(attempt, stream=True)
-            response = await self._send(rx)
             try:
-                yield rx.head(response)
-                if not rx.streams(response):
-                    yield rx.last(response, await self._read(rx, response))
-                    return
-                async for data in rx.reads(response):
-                    for event in rx.events(data):
+                response = await self._send(rx)
+                try:
+                    yield rx.head(response)
+                    if not rx.streams(response):
+                        yield rx.last(response, await self._read(rx, response))
+                        return
+                    async for data in rx.reads(response):
+                        for event in rx.events(data):
+                            yield event
+                    for event in rx.end():
                         yield event
-                for event in rx.end():
-                    yield event
-            finally:
-                await response.aclose()
+                finally:
+                    await response.aclose()
+            except Exception as exc:
+                if (limit := rx.ran_out(exc)) is None:
+                    raise
+                raise limit from exc
 
     async def _send(self, rx: _Receiving) -> Any:
-        response = await self._unbroken(rx.inner, rx.request)
+        # The send's socket operations keep to the attempt's time: a send left to end by
+        # itself (the task copies this context) ends at the limit, never holding a connection.
+        token = CURRENT.set(rx.bound)
+        try:
+            response = await self._unbroken(rx.inner, rx.request)
+        finally:
+            CURRENT.reset(token)
         try:
             rx.arrived()
         except BaseException:
