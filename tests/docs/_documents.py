@@ -1,4 +1,5 @@
-"""The code blocks of README.md and docs/*.md, read with Sybil's markdown parsers.
+"""The code blocks of README.md, docs/*.md and integrations/langchain/README.md, read with
+Sybil's markdown parsers.
 
 The markdown lives outside the test paths, so pytest never collects it itself: this module
 reads it once, and the tests are parametrized over what it finds."""
@@ -15,7 +16,15 @@ from sybil.parsers.markdown import CodeBlockParser, PythonCodeBlockParser, SkipP
 __all__ = ["ROOT", "Block", "JsonBlock", "json_blocks", "python_blocks"]
 
 ROOT = Path(__file__).resolve().parents[2]
-_PATHS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+LANGCHAIN_README = ROOT / "integrations" / "langchain" / "README.md"
+_PATHS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), LANGCHAIN_README]
+
+
+def _name(path: Path) -> str:
+    """A page's name in test ids: its file name, or its path beside the other READMEs."""
+    return path.relative_to(ROOT).as_posix() if path == LANGCHAIN_README else path.name
+
+
 _PYTHON = Sybil([PythonCodeBlockParser(), SkipParser()])
 _JSON = Sybil([CodeBlockParser(language="json")])
 
@@ -30,7 +39,7 @@ class Block:
 
     @property
     def document_name(self) -> str:
-        return Path(self.document.path).name
+        return _name(Path(self.document.path))
 
     @property
     def id(self) -> str:
@@ -75,7 +84,7 @@ def python_blocks() -> list[Block]:
 
 def json_blocks() -> list[JsonBlock]:
     return [
-        JsonBlock(path.name, example.line, str(example.parsed))
+        JsonBlock(_name(path), example.line, str(example.parsed))
         for path in _PATHS
         for example in _JSON.parse(path).examples()
     ]

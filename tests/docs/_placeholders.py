@@ -55,9 +55,27 @@ def _langchain(fake: FakeProvider) -> dict[str, Any]:
     }
 
 
+def _langchain_readme(fake: FakeProvider) -> dict[str, Any]:
+    # The page writes the route models as ``ChatOpenAI(..., max_retries=0)``: the reader's own
+    # arguments are filled in here, with the real URLs the redirect sends to the fake provider.
+    def chat_openai(*_: Any, **kwargs: Any) -> ChatOpenAI:
+        return ChatOpenAI(
+            base_url="https://openrouter.ai/api/v1",
+            model="anthropic/claude-sonnet-5",
+            api_key=SecretStr("test-key"),
+            **kwargs,
+        )
+
+    def chat_anthropic(*_: Any, **kwargs: Any) -> ChatAnthropic:
+        return ChatAnthropic(model="claude-sonnet-5", **kwargs)  # type: ignore[call-arg]
+
+    return {"ChatOpenAI": chat_openai, "ChatAnthropic": chat_anthropic}
+
+
 _BY_DOCUMENT: dict[str, Callable[[FakeProvider], dict[str, Any]]] = {
     "README.md": _readme,
     "langchain.md": _langchain,
+    "integrations/langchain/README.md": _langchain_readme,
 }
 
 

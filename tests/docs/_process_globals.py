@@ -17,7 +17,8 @@ __all__ = ["contained_globals"]
 
 
 @contextmanager
-def contained_globals(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def contained_globals(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
+    """Yields the providers the blocks set, for the checks after the document."""
     providers: list[Any] = []
     servers: list[Any] = []
     start_http_server = prometheus_client.start_http_server
@@ -31,7 +32,7 @@ def contained_globals(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(metrics, "set_meter_provider", providers.append)
     monkeypatch.setattr(prometheus_client, "start_http_server", start_on_free_port)
     try:
-        yield
+        yield providers
     finally:
         for server, thread in servers:
             server.shutdown()

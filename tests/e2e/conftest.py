@@ -46,7 +46,9 @@ def _started(config: pytest.Config) -> _Started:
 @pytest.hookimpl(trylast=True)  # after -k / -m have deselected what will not run
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     needed = any("phoenix" in getattr(item, "fixturenames", ()) for item in items)
-    if needed and not config.option.collectonly:
+    # Under xdist every worker collects every test but only one runs the "phoenix" group
+    # (tests/conftest.py): there it starts with its first test, which that worker runs first.
+    if needed and not config.option.collectonly and not hasattr(config, "workerinput"):
         _started(config)
 
 

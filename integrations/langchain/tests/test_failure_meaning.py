@@ -198,22 +198,38 @@ async def test_a_stream_that_stalls_before_its_first_token_swaps_after_one_stall
 @pytest.mark.anyio
 @pytest.mark.parametrize("mode", STREAMS)
 async def test_a_stream_that_stalls_after_content_restarts_on_the_fallback_after_one_stall(
-    mode: str, fake: FakeProvider, make_failover: Callable[..., Failover], otel: Otel
-) -> None:
-    # 1 s, not less: on a loaded machine the first chunk itself can take a few tenths, and a
-    # stall before content is a silent swap (no reset), not the case under test.
-    timeout = {"timeout": 1.0} if is_sync(mode) else {}
+    mode: str, fake: FakeProvider, make_failover: Callable[..., Failover], otel: Otel,
+    clock: FakeClock,
+) -> None:  # fmt: skip
+    # The stall happens on the injected clock, so no real-time bound decides the outcome (a
+    # slow first chunk on a loaded machine would be a stall before content, a silent swap):
+    # once the first content is out the clock jumps past the limit. Async, the next wait is
+    # cut at once (the route sends nothing more, only the limit can end it); a sync read
+    # cannot be cut, so the route's next chunk comes at once and is found late.
     model = FailoverChatModel(
-        routes={STALL: chat_openai(fake, "stall", **timeout), F: chat_anthropic(fake, "fallback")},
+        routes={STALL: chat_openai(fake, "stall"), F: chat_anthropic(fake, "fallback")},
         primary=STALL,
         failover=make_failover(
-            seed_config(fallbacks={STALL: F}, stall_timeout_s=1.0, max_retries=2)
+            seed_config(fallbacks={STALL: F}, stall_timeout_s=30, max_retries=2)
         ),
         mid_stream="restart",
     )
     fake.set_reply("stall", Reply(text="hello from stall"))
-    fake.set_fault("stall", Fault.slow(per_chunk_s=5.0))  # the first chunk at once, then stall
-    chunks = await stream_chunks(model, mode)
+    if not is_sync(mode):
+        fake.set_fault("stall", Fault.slow(per_chunk_s=120))  # the first chunk, then silence
+    chunks: list[AIMessageChunk] = []
+
+    def seen(chunk: AIMessageChunk) -> None:
+        if chunk.text and not any(c.text for c in chunks):
+            clock.advance(31)
+        chunks.append(chunk)
+
+    if mode == "stream":
+        for chunk in model.stream("hi"):
+            seen(chunk)
+    else:
+        async for chunk in model.astream("hi"):
+            seen(chunk)
     before = chunks[: len(chunks) - len(after_reset(chunks))]
     assert "".join(c.text for c in before) == "hello"
     assert "".join(c.text for c in after_reset(chunks)) == "from fallback"
