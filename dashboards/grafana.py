@@ -36,6 +36,7 @@ RETRIES: Final = PROMETHEUS_NAMES[t.METRIC_RETRIES]
 ATTEMPTS: Final = PROMETHEUS_NAMES[t.METRIC_ATTEMPTS]
 ADDED_LATENCY: Final = PROMETHEUS_NAMES[t.METRIC_ADDED_LATENCY]
 FIRST_CHUNK: Final = PROMETHEUS_NAMES[t.METRIC_TIME_TO_FIRST_CHUNK]
+STORE_UP: Final = PROMETHEUS_NAMES[t.METRIC_STORE_UP]
 
 ROUTE: Final = label(t.ROUTE)
 REQUESTED: Final = label(t.ROUTE_REQUESTED)
@@ -44,6 +45,14 @@ TO: Final = label(t.ROUTE_TO)
 REASON: Final = label(t.REASON)
 OUTCOME: Final = label(t.ATTEMPT_OUTCOME)
 ERROR_TYPE: Final = label(t.ERROR_TYPE)
+STORE: Final = label(t.STORE)
+
+
+def _processes(up: int) -> str:
+    """Processes whose shared store is (``up=1``) or is not (``0``) sharing, by store; 0 when
+    no process has a shared store at all (``or on() vector(0)`` adds it only then), so a
+    fleet on in-memory stores shows a flat 0 rather than no data."""
+    return f"count by ({STORE}) ({STORE_UP} == {up}) or on() vector(0)"
 
 
 def _on(label_name: str) -> str:
@@ -186,6 +195,25 @@ def build() -> dash.Dashboard:
         .height(8)
         .span(24)
     )
+    store_panel = (
+        timeseries.Panel()
+        .title("Health store")
+        .description(
+            "Processes sharing route health through their shared store (Redis), and processes "
+            "not sharing it, by store (swerve.store.up). While a store is away its processes "
+            "fall back to learning every outage for themselves; the SwerveHealthNotShared alert "
+            "fires when that lasts. 0 and 0 when no process uses a shared store."
+        )
+        .datasource(DATASOURCE)
+        .with_target(_query(_processes(1), f"sharing {{{{{STORE}}}}}", "A"))
+        .with_target(_query(_processes(0), f"not sharing {{{{{STORE}}}}}", "B"))
+        .unit("short")
+        .decimals(0)
+        .min(0)
+        .legend(_legend())
+        .height(8)
+        .span(24)
+    )
     board = (
         dash.Dashboard("swerve: LLM failover")
         .uid(UID)
@@ -226,6 +254,7 @@ def build() -> dash.Dashboard:
             )
         )
         .with_panel(degraded_table)
+        .with_panel(store_panel)
         .with_row(dash.Row("Failover decisions"))
         .with_panel(
             _rate_panel(

@@ -286,10 +286,10 @@ def test_both_routes_down_retries_swaps_bounces_and_surfaces(
     with pytest.raises(httpx.HTTPStatusError) as info:
         mode.call(fo)
     assert info.value.response.status_code == 503
-    # OpenRouter fails, 3 retries, swap, 3 retries, swap back (the last swap): the primary is
-    # cooling (this call cooled it), so its health refuses the retries there; error.
-    assert (fake.requests("primary"), fake.requests("fallback")) == (5, 4)
-    assert clock.sleeps == [2, 4, 8] * 2
+    # OpenRouter fails, 3 retries, swap, 3 retries, swap back (the last swap), 3 retries, error:
+    # the primary is cooling, but this call cooled it, so its health does not refuse them.
+    assert (fake.requests("primary"), fake.requests("fallback")) == (8, 4)
+    assert clock.sleeps == [2, 4, 8] * 3
     assert any(f"requested {P}" in note for note in info.value.__notes__)
     assert P in health.unavailable(clock.now) and F in health.unavailable(clock.now)
     names = [name for name, _ in otel.events()]
@@ -298,7 +298,7 @@ def test_both_routes_down_retries_swaps_bounces_and_surfaces(
     assert otel.events("swerve.swap_declined")[0][1]["swerve.reason"] == "swap_budget"
     (call,) = otel.call_spans()
     assert call.attributes["error.type"] == "503"
-    assert call.attributes["swerve.swaps"] == 2 and call.attributes["swerve.attempts"] == 9
+    assert call.attributes["swerve.swaps"] == 2 and call.attributes["swerve.attempts"] == 12
 
 
 def test_two_503s_then_the_fallback_answers_and_the_next_call_starts_there(

@@ -197,3 +197,56 @@ def test_a_healthy_route_still_gets_its_whole_budget(mode: str, fake: FakeProvid
     ((_, swap),) = otel.events("swerve.swap")
     assert swap["swerve.reason"] == "unavailable"
     otel.shutdown()
+
+
+def test_a_route_this_call_cooled_keeps_its_retries_when_the_call_bounces_back(
+    mode: str, fake: FakeProvider
+) -> None:
+    # The seed's bounce: both routes down, the call swaps back to the route it cooled itself.
+    # That cooldown is news to nobody in this call: the retries there stand.
+    clock, health, otel = FakeClock(), MemoryHealth(), TelemetryRecorder()
+    base = f"http://127.0.0.1:{fake.port}"
+    fake.set_fault("fallback", Fault.status(503))
+    cfg = config(fallbacks={P: F, F: P}, max_swaps=2)
+    failover = Failover(cfg, health, clock=clock, telemetry=otel.telemetry)
+    with pytest.raises(httpx.HTTPStatusError):
+        run(mode, failover, base, lambda: None)
+    assert (fake.requests("primary"), fake.requests("fallback")) == (6, 3)
+    assert clock.sleeps == [2.0, 4.0] * 3
+    reasons = [swap["swerve.reason"] for _, swap in otel.events("swerve.swap")]
+    assert reasons == ["unavailable", "unavailable"]  # no retry was refused
+    otel.shutdown()
+
+
+def test_a_route_the_call_knew_was_down_when_it_moved_there_keeps_its_retries(
+    mode: str, fake: FakeProvider
+) -> None:
+    # Both routes drained before the call: it starts where the map says and swaps where the
+    # map says, knowingly; their health tells it nothing new, so each keeps its retries.
+    clock, health, otel = FakeClock(), MemoryHealth(), TelemetryRecorder()
+    base = f"http://127.0.0.1:{fake.port}"
+    fake.set_fault("fallback", Fault.status(503))
+    health.drain(P, clock.now + 600, clock.now)
+    health.drain(F, clock.now + 600, clock.now)
+    failover = Failover(config(), health, clock=clock, telemetry=otel.telemetry)
+    with pytest.raises(httpx.HTTPStatusError):
+        run(mode, failover, base, lambda: None)
+    assert (fake.requests("primary"), fake.requests("fallback")) == (3, 3)
+    assert otel.counter("swerve.swaps", swerve__reason="degraded") == 0
+    otel.shutdown()
+
+
+def test_a_known_route_drained_by_another_still_refuses_a_fresh_call(
+    mode: str, fake: FakeProvider
+) -> None:
+    # The exemption is per call: a new call that chose P while it was healthy, and sees it
+    # drained mid-attempt, still swaps (a call that cooled P earlier changes nothing).
+    clock, health, otel = FakeClock(), MemoryHealth(), TelemetryRecorder()
+    base = f"http://127.0.0.1:{fake.port}"
+    failover = Failover(config(), health, clock=clock, telemetry=otel.telemetry)
+    assert run(mode, failover, base, lambda: None)[1] == [P, P, P, F]  # cools P
+    clock.advance(31 + 30)  # past the cooldown and its recovery window
+    health.clear()
+    served, tried = run(mode, failover, base, lambda: health.drain(P, clock.now + 600, clock.now))
+    assert (served, tried) == (F, [P, F])
+    otel.shutdown()

@@ -111,6 +111,10 @@ class _Call:
         self.retries = 0
         self.swaps = 0
         self.probing: str | None = None  # the route whose recovery probe this call holds
+        # Routes this call cooled itself or walked onto knowing they were unavailable: their
+        # health says nothing new, so it does not refuse this call's retries there (a retry
+        # asks health to learn what others found since the call chose the route).
+        self.known: set[str] = set()
         self.lease_s = config.attempt_timeout_s or min(config.call_bound_s, PROBE_LEASE_S)
         self.current = requested  # until start() has walked the chain
         self.served: Route | None = None
@@ -144,6 +148,7 @@ class _Call:
     def _breaker(self, transition: BreakerTransition) -> None:
         if transition.open_until is not None:  # it opened: calls walk past it till then
             self.wiring.own.remember(transition.route, transition.open_until)
+            self.known.add(transition.route)
         self.telemetry.breaker(self.span, transition)
 
     # -- attempts -----------------------------------------------------------------------------
@@ -255,8 +260,11 @@ class _Call:
         health, now = self.health, self.clock.time()
         blocked: set[str] = set()
         while True:
-            choice = pick(_Either(health.unavailable(now), blocked))
+            view = _Either(health.unavailable(now), blocked)
+            choice = pick(view)
             route = _target(choice)
+            if route is not None and route in view:
+                self.known.add(route)  # every route was degraded: the call moves on knowingly
             if (
                 route is None
                 or route in blocked
@@ -285,6 +293,7 @@ class _Call:
         longest = config.longest_cooldown_s
         rule = CooldownRule(config.cooldown_s, longest, min(failure.retry_after or 0.0, longest))
         cooldown = self.health.cool_down(route, self.clock.time(), rule, failure.kind.value)
+        self.known.add(route)
         # Calls walk past the route while it cools and while it recovers after.
         self.wiring.own.remember(route, cooldown.until + longest)
         self.telemetry.cooldown(self.span, route, cooldown.seconds, cooldown.until)
@@ -346,6 +355,8 @@ class _Call:
                         if self.pinned
                         else _Either(degraded, {source})
                         if busy
+                        else _Except(degraded, source)
+                        if source in self.known
                         else degraded
                     ),
                     effects=bool(self.attempt.effects),
@@ -497,6 +508,20 @@ class _Either:
 
     def __contains__(self, route: object) -> bool:
         return route in self._extra or route in self._base
+
+
+class _Except:
+    """The store's routes to walk past, but for ``route`` (one this call knew was degraded:
+    its retries there stand; the policy still walks past it on a swap)."""
+
+    __slots__ = ("_base", "_route")
+
+    def __init__(self, base: Container[str], route: str) -> None:
+        self._base = base
+        self._route = route
+
+    def __contains__(self, route: object) -> bool:
+        return route != self._route and route in self._base
 
 
 def _annotate(exc: BaseException, requested: Route, records: list[AttemptRecord]) -> None:

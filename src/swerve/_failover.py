@@ -320,8 +320,18 @@ class Failover:
         """Async :meth:`stream`."""
         requested = self.route(route)
         opener = partial(self._open_call, requested, pin, True, False)  # never block a loop
+        # The first chunk awaits the store's first sync, as acall does; once the store is
+        # ready (the flag), a stream adds nothing.
+        ready = partial(self._aready, pin) if self._ready_for is None else None
         return AsyncFailoverStream(
-            opener, requested, fn, spec or StreamSpec(), mid_stream, True, self._wiring.clock
+            opener,
+            requested,
+            fn,
+            spec or StreamSpec(),
+            mid_stream,
+            True,
+            self._wiring.clock,
+            ready=ready,
         )
 
     def collect(

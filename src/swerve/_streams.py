@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
@@ -297,7 +297,18 @@ class AsyncFailoverStream(_StreamBase[C], AsyncIterator[C | StreamReset]):
 
     _drive = staticmethod(drive_async)
 
+    def __init__(
+        self, *args: Any, ready: Callable[[], Awaitable[object]] | None = None, **kwargs: Any
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        # Awaited once before the first decision (a shared store's first sync): the opener is
+        # sync and must never block the loop, so the wait happens here.
+        self._ready = ready
+
     async def __anext__(self) -> C | StreamReset:
+        if self._ready is not None:
+            ready, self._ready = self._ready, None
+            await ready()
         return await self._gen.__anext__()  # type: ignore[no-any-return]
 
     def __aiter__(self) -> AsyncFailoverStream[C]:

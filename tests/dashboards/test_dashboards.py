@@ -109,6 +109,7 @@ def test_dashboard_has_the_panels_and_variables() -> None:
         "Degraded routes": "state-timeline",
         "Circuit breaker state": "state-timeline",
         "Currently degraded routes": "table",
+        "Health store": "timeseries",
         "Swaps per minute (from -> to, reason)": "timeseries",
         "Retries per minute by route and error type": "timeseries",
         "Attempt outcomes per minute by route and error type": "timeseries",
@@ -123,8 +124,21 @@ def test_dashboard_has_the_panels_and_variables() -> None:
     for panel in panels.values():
         assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
         assert panel["targets"], panel["title"]
+        if panel["title"] == "Health store":
+            continue  # per store, not per route: a store serves every route
         for target in panel["targets"]:
             assert '=~"$route"' in target["expr"], target["expr"]
+    store = panels["Health store"]["targets"]
+    assert [(t["legendFormat"], t["expr"]) for t in store] == [
+        (
+            "sharing {{swerve_store_name}}",
+            "count by (swerve_store_name) (swerve_store_up == 1) or on() vector(0)",
+        ),
+        (
+            "not sharing {{swerve_store_name}}",
+            "count by (swerve_store_name) (swerve_store_up == 0) or on() vector(0)",
+        ),
+    ]
     latency = panels["Added latency from failover (p50 / p95)"]["targets"]
     assert [t["expr"].split(",")[0] for t in latency] == [
         "histogram_quantile(0.5",
@@ -153,6 +167,7 @@ def test_queries_and_rules_name_only_real_metrics_and_labels() -> None:
             names.METRIC_ATTEMPTS,
             names.METRIC_ADDED_LATENCY,
             names.METRIC_TIME_TO_FIRST_CHUNK,
+            names.METRIC_STORE_UP,
         )
     } <= used
 

@@ -31,7 +31,7 @@ BASE: dict[str, Any] = {
 }
 
 
-@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("mode", ["sync", "async", "stream", "astream"])
 def test_a_late_process_sends_nothing_to_a_route_the_fleet_knows_is_dead(
     fleet: Fleet, fake: FakeProvider, redis_server: RedisServer, tmp_path: Path, mode: str
 ) -> None:

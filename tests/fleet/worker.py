@@ -3,7 +3,9 @@
 Run as ``python worker.py SPEC`` where SPEC is JSON: ``redis`` (the store's URL), ``prefix``,
 ``fake`` (the fake provider's base URL, ``http://127.0.0.1:PORT``), ``config`` (a
 FallbackConfig as a mapping) and ``mode`` (``sync``: ``Failover.call`` on an httpx.Client;
-``async``: ``Failover.acall`` on an httpx.AsyncClient); ``first_call`` (optional): a route to
+``async``: ``Failover.acall`` on an httpx.AsyncClient; ``stream``/``astream``: the first call
+is ``Failover.stream``/``astream`` of the SSE lines, later ones as sync/async); ``first_call``
+(optional): a route to
 call as soon as the Failover exists, before anything waits for the store, answered first with
 ``{"first": [attempted routes], "route": served}``. Once its store has connected and synced
 it prints ``{"ready": ...}``, then reads one JSON command a line on stdin and answers each with
@@ -24,6 +26,7 @@ import asyncio
 import json
 import sys
 import time
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
@@ -49,14 +52,16 @@ def _text(response: httpx.Response) -> str:
 
 def main(spec: dict[str, Any]) -> int:
     recorder = TelemetryRecorder()
-    store = RedisHealth.from_url(
-        spec["redis"], prefix=spec.get("prefix", "swerve"), telemetry=recorder.telemetry
-    )
-    failover = Failover(FallbackConfig(**spec["config"]), store, telemetry=recorder.telemetry)
+    # The clients first: a first call then follows the store's creation at once, before its
+    # first sync could have happened by itself.
     fake = spec["fake"]
     client = httpx.Client()
     runner = asyncio.Runner()
     aclient = runner.run(_aclient())
+    store = RedisHealth.from_url(
+        spec["redis"], prefix=spec.get("prefix", "swerve"), telemetry=recorder.telemetry
+    )
+    failover = Failover(FallbackConfig(**spec["config"]), store, telemetry=recorder.telemetry)
 
     def complete(attempt: Attempt) -> str:
         return _text(client.post(_url(fake, attempt), json=_body(attempt), timeout=attempt.timeout))
@@ -67,8 +72,34 @@ def main(spec: dict[str, Any]) -> int:
         )
         return _text(response)
 
+    def lines(attempt: Attempt) -> Iterator[str]:
+        body = {**_body(attempt), "stream": True}
+        with client.stream("POST", _url(fake, attempt), json=body) as response:
+            response.raise_for_status()
+            yield from (line for line in response.iter_lines() if line)
+
+    async def alines(attempt: Attempt) -> AsyncIterator[str]:
+        body = {**_body(attempt), "stream": True}
+        async with aclient.stream("POST", _url(fake, attempt), json=body) as response:
+            response.raise_for_status()
+            async for line in response.aiter_lines():
+                if line:
+                    yield line
+
+    async def astreamed(route: str) -> Result[None]:
+        stream = failover.astream(route, alines)
+        async for _ in stream:
+            pass
+        return stream.result(None)
+
+    def streamed(route: str) -> Result[None]:
+        stream = failover.stream(route, lines)
+        for _ in stream:
+            pass
+        return stream.result(None)
+
     def call(route: str) -> Result[str]:
-        if spec.get("mode", "sync") == "async":
+        if spec.get("mode", "sync") in ("async", "astream"):
             return runner.run(failover.acall(route, acomplete))
         return failover.call(route, complete)
 
@@ -76,7 +107,14 @@ def main(spec: dict[str, Any]) -> int:
     if first is not None:
         # A process that starts after the fleet learned an outage: its first call goes at
         # once, the store not waited for (the Failover gives it its first sync by itself).
-        result = call(first)
+        mode = spec.get("mode", "sync")
+        result: Result[Any] = (
+            runner.run(astreamed(first))
+            if mode == "astream"
+            else streamed(first)
+            if mode == "stream"
+            else call(first)
+        )
         _say({"first": [str(a.route) for a in result.attempts], "route": str(result.route)})
     sharing = store.wait_until_shared(timeout=10)
     _say({"ready": True, "sharing": sharing})
