@@ -595,7 +595,9 @@ def test_stream_timeouts_fail_over(
     make_failover: Any, mode: Driver, fake: FakeProvider, fault: Fault, limits: dict[str, float],
     expected: str,
 ) -> None:  # fmt: skip
-    fo = make_failover(seed_config(max_retries=0, **limits), clock=WallClock())
+    # A call bound of its own, far off: the primary's limit is under test, and a loaded machine
+    # must not turn the fallback's ordinary answer into a deadline.
+    fo = make_failover(seed_config(max_retries=0, deadline_s=30, **limits), clock=WallClock())
     fake.set_fault("primary", fault)
     out: list[Any] = []
     stream = mode.stream(fo, out=out)
