@@ -305,7 +305,12 @@ def test_a_late_joiner_adopts_the_fleets_half_open_breaker(
     first = stores()
     for _ in range(2):
         first.health.record(P, Outcome.FAILURE, clock.now, BREAKER, probe=False)
-    wait_for("the breaker in Redis", lambda: first.health.fleet_view(), 10)
+    # Open in Redis (the first failure's write alone already makes a breaker key, not open).
+    wait_for(
+        "the open breaker in Redis",
+        lambda: any(h.breaker is BreakerState.OPEN for h in first.health.fleet_view()),
+        10,
+    )
     clock.advance(2)  # past open_s: the fleet's breaker is half-open
     fake.set_fault("primary", Fault.hang())  # the route is still dead
     late = stores()  # starts now
