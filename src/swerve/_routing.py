@@ -320,7 +320,12 @@ class _Core:
         module = flavour_of(request)
         transport = cache.get((module.__name__, route))
         if transport is None:
-            transport = module.HTTPTransport() if sync else module.AsyncHTTPTransport()
+            verify = _tls_context(module)
+            transport = (
+                module.HTTPTransport(verify=verify)
+                if sync
+                else module.AsyncHTTPTransport(verify=verify)
+            )
             if install(transport):
                 self.clamped.add(id(transport))
             cache[(module.__name__, route)] = transport
@@ -400,3 +405,16 @@ def _error_response(request: Any, status: int, message: str) -> Any:
         content=body.encode(),
         request=request,
     )
+
+
+_TLS: dict[str, Any] = {}
+
+
+def _tls_context(module: Any) -> Any:
+    """The TLS context every pool swerve makes shares, per flavour: the one ``HTTPTransport()``
+    would build (certifi, ``SSL_CERT_FILE``/``SSL_CERT_DIR``), built once per process instead of
+    once per route (~20 ms each: a route's first request, often the first swap of an outage)."""
+    context = _TLS.get(module.__name__)
+    if context is None:
+        context = _TLS[module.__name__] = module.create_ssl_context()
+    return context
