@@ -241,7 +241,8 @@ class _Call:
         self.telemetry.first_chunk(str(self.current), self.time.in_attempt())
 
     def succeeded(self) -> None:
-        self.wiring.own.retried(str(self.current), self)
+        if self.records:  # only a call that failed before may hold a route's retries
+            self.wiring.own.retried(str(self.current), self)
         self._record_health(Outcome.SUCCESS)
         self._end_attempt("success", None)
         self.served = route = self.current
@@ -498,16 +499,24 @@ def _target(choice: object) -> str | None:
 
 
 class _Either:
-    """The store's routes to walk past, plus those this call found taken, without copying."""
+    """The store's routes to walk past, plus those this call found taken, without copying.
 
-    __slots__ = ("_base", "_extra")
+    It remembers its last answer: the walk's last question is about the route it lands on,
+    which :meth:`_Call._choose` asks again (one store lookup per choice, not two)."""
+
+    __slots__ = ("_answer", "_base", "_extra", "_last")
 
     def __init__(self, base: Container[str], extra: set[str]) -> None:
         self._base = base
         self._extra = extra
+        self._last: object = None
+        self._answer = False
 
     def __contains__(self, route: object) -> bool:
-        return route in self._extra or route in self._base
+        if route is not self._last:
+            self._answer = route in self._extra or route in self._base
+            self._last = route
+        return self._answer
 
 
 class _Except:

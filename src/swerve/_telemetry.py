@@ -26,6 +26,7 @@ from ._clock import SYSTEM_CLOCK, Clock
 from ._counts import Counts
 from ._failures import Failure
 from ._names import *  # noqa: F403
+from ._redact import printable
 from ._results import Usage
 from ._version import __version__
 
@@ -42,10 +43,7 @@ _log = logging.getLogger("swerve")
 def _loggable(value: object) -> str:
     """``value`` for one log line: control characters (newlines, ANSI escapes) escaped, so a
     route name or a reason cannot forge or recolour lines of an operator's log."""
-    text = str(value)
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return printable(str(value))
 
 
 class Telemetry:
