@@ -573,7 +573,8 @@ async def test_cancelled_attempts_leave_no_dead_pool(
     fake: FakeProvider, figure: Report, flavour: str
 ) -> None:
     module: Any = httpx2 if flavour == "httpx2" else httpx
-    size, burst, limit = 4, 24, 0.3
+    # The limit leaves the backup room to answer a burst of 24 on a loaded two-core CI machine.
+    size, burst, limit = 4, 24, 1.0
     if flavour == "aiohttp":
         small: Any = AiohttpTransport(limits=httpx.Limits(max_connections=size))
     else:
