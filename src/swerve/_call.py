@@ -26,7 +26,7 @@ from ._health import Admission, Admitted, BreakerTransition, CooldownRule, Healt
 from ._policy import GiveUp, GiveUpReason, Retry, Swap
 from ._results import Attempt, AttemptRecord, CooldownLearned, MidStreamError, Result, SkippedRoute
 from ._routes import Route
-from ._steps import Admit, Claim, Invoke, Sleep, Steps
+from ._steps import Admit, Claim, Invoke, Settle, Sleep, Steps
 from ._telemetry import (
     ATTEMPT_PROBE,
     CALL_ATTEMPTS,
@@ -380,6 +380,10 @@ class _Call:
             return decision
         if blame:
             self._cool_down(failure)
+            # The fleet's next call must find it, however soon it starts: an async call waits
+            # for its store to share it (a sync call's store did, on this thread).
+            if (settle := getattr(self.health, "asettle", None)) is not None:
+                yield Settle(settle)
         elif probe:
             self._release_probe()  # says nothing about the route: the next call may probe
         if isinstance(decision, Swap):

@@ -196,6 +196,7 @@ class RedisHealth:
 
     # -- reads: always local ------------------------------------------------------------------
     def unavailable(self, now: float) -> Container[str]:
+        self._sync.catch_up()  # what the fleet already said is in the view this call decides on
         return self._local.unavailable(now)
 
     def probe_due(self, route: str, now: float) -> bool:
@@ -215,6 +216,12 @@ class RedisHealth:
         # In Redis before the call that decided it goes on: the fleet's next call finds it.
         self._sync.send_now("cool", route, (now, rule.base_s, rule.max_s, rule.floor_s, reason))
         return cooldown
+
+    async def asettle(self) -> None:
+        """What an async call awaits after it cooled a route or moved its breaker: until the
+        change is in Redis and on the channel (a quarter second at most), as a sync call's
+        change is before its decision returns. The loop never blocks on Redis meanwhile."""
+        await self._sync.asettle()
 
     def release_probe(self, route: str) -> None:
         self._local.release_probe(route)

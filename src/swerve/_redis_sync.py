@@ -6,8 +6,10 @@ channel) to the local view, resyncs it on every (re)connect, and notices Redis g
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
+import select
 import threading
 import time
 from collections import deque
@@ -31,10 +33,17 @@ _RECONNECT_MIN_S = 0.1
 _MAX_OPS = 10_000
 _REJECT_LOG_EVERY_S = 10.0  # one log line per this long, however many values are dropped
 _RESUBSCRIBE_MAX, _RESUBSCRIBE_WINDOW_S = 5, 60.0  # channel reopenings without a reconnect
+_COUNTS_EVERY_S = 0.25  # successes reach the fleet's breaker windows at this pace at most
+_SETTLE_S = 0.25  # the longest an async call waits for the writer to share its decision
+_CATCH_UP_S = 0.002  # the longest a call waits for the reader to apply what the channel holds
 
 
 class _Resubscribe(Exception):
     """The channel's connection closed while Redis still answers commands."""
+
+
+_Op = tuple[str, str, tuple[Any, ...], "concurrent.futures.Future[None] | None"]
+"""A change for the writer: op, route, its arguments, and what an async call waits on."""
 
 
 @dataclass(slots=True)
@@ -71,12 +80,17 @@ class RedisSync:
         self._reconnect_max_s = reconnect_max_s
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
-        self._ops: deque[tuple[str, str, tuple[Any, ...]]] = deque(maxlen=_MAX_OPS)
+        self._ops: deque[_Op] = deque(maxlen=_MAX_OPS)
+        self._unsent: list[concurrent.futures.Future[None]] = []  # async calls' decisions
         self._counts: dict[str, _Counts] = {}
+        self._failed = False  # a failure is counted and not yet sent: the writer goes at once
         self._up: bool | None = None  # None until the first connect settles it
         self.settled = threading.Event()  # the first connect synced, or failed
         self._rejected_since_log = 0
         self._resubscribed: list[float] = []  # monotonic times the channel was reopened
+        self._fd = -1  # the channel's socket, while subscribed (polled, never read, by calls)
+        self._progress = 0  # the reader's reads so far: a call waiting in catch_up watches it
+        self._heard = threading.Condition(threading.Lock())
         self._reject_logged_at = -_REJECT_LOG_EVERY_S
         self._stop = threading.Event()
         self._reader = threading.Thread(target=self._read, name="swerve-redis-reader", daemon=True)
@@ -96,6 +110,35 @@ class RedisSync:
                 return True
             self._stop.wait(0.01)
         return bool(self._up)
+
+    def catch_up(self) -> None:
+        """Before a call decides: what the channel already holds is applied first. A peer's
+        cooldown, published just before this call began (calls one after another across the
+        fleet), sits in this socket's buffer while the reader thread waits for the GIL the
+        calling thread holds; deciding now would send one more request to the dead route.
+        Costs one non-reading poll of the socket when nothing is pending (a new poll object
+        each time: one may not be polled from two threads at once); waits _CATCH_UP_S at most,
+        so a flood on the channel never holds a call up for longer."""
+        fd = self._fd
+        if fd < 0:
+            return
+        deadline = 0.0
+        while True:
+            seen = self._progress
+            try:
+                poller = select.poll()
+                poller.register(fd, select.POLLIN)
+                if not poller.poll(0):
+                    return
+            except (OSError, ValueError):  # the reader closed it meanwhile: nothing to wait for
+                return
+            now = time.monotonic()
+            deadline = deadline or now + _CATCH_UP_S
+            if now >= deadline:
+                return
+            with self._heard:
+                if self._progress == seen:
+                    self._heard.wait(deadline - now)
 
     def lost(self, exc: BaseException) -> None:
         """A Redis operation failed: calls run on the local view until the reader reconnects."""
@@ -128,7 +171,7 @@ class RedisSync:
         if self._up is False:
             return  # merged back from the local view when Redis returns
         with self._wake:
-            self._ops.append((op, route, args))
+            self._ops.append((op, route, args, None))
             self._wake.notify()
 
     def send_now(self, op: str, route: str, args: tuple[Any, ...]) -> None:
@@ -136,13 +179,31 @@ class RedisSync:
         the next call anywhere in the fleet already finds it in Redis (and on the channel).
         One bounded round trip, on a failure path only. Inside an event loop, or while Redis
         is not up, it goes to the writer instead: a loop must never block on Redis."""
-        if self._up is not True or _in_event_loop():
+        if self._up is not True:
             self.send(op, route, args)
+            return
+        if _in_event_loop():  # the writer shares it; the call awaits that in asettle()
+            done: concurrent.futures.Future[None] = concurrent.futures.Future()
+            with self._wake:
+                self._unsent = [f for f in self._unsent if not f.done()]
+                self._unsent.append(done)
+                self._ops.append((op, route, args, done))
+                self._wake.notify()
             return
         try:
             self._checked(route, self._apply, op, route, args)
         except Exception as exc:  # Redis away: the reader reconnects and merges this back
             self.lost(exc)
+
+    async def asettle(self) -> None:
+        """For an async call, after a decision: wait (never blocking the loop; _SETTLE_S at
+        most, so a slow Redis costs a call no more than a sync call's round trip) until the
+        writer has shared what async calls decided, as :meth:`send_now` does at once for a
+        sync call. The fleet's next call then finds it."""
+        with self._wake:
+            pending = [asyncio.wrap_future(f) for f in self._unsent if not f.done()]
+        if pending:
+            await asyncio.wait(pending, timeout=_SETTLE_S)
 
     def count(self, route: str, outcome: Outcome, config: BreakerConfig) -> None:
         """Add an attempt's outcome to the fleet's breaker window (in batches, by the writer)."""
@@ -151,8 +212,13 @@ class RedisSync:
             if counts is None:
                 counts = self._counts[route] = _Counts(0, 0, config)
             counts.ok += outcome is Outcome.SUCCESS
-            counts.fail += outcome is Outcome.FAILURE
-            self._wake.notify()
+            if outcome is Outcome.FAILURE:
+                # A failure may open the fleet's breaker: sent at once. Successes wait for the
+                # next batch: a writer woken by every healthy call would make a Redis round trip
+                # per call, and take the GIL from the calls while it does.
+                counts.fail += 1
+                self._failed = True
+                self._wake.notify()
 
     def close(self) -> None:
         self._stop.set()
@@ -177,19 +243,23 @@ class RedisSync:
     def _write(self) -> None:
         while not self._stop.is_set():
             with self._wake:
-                if not self._ops and not self._counts:
-                    self._wake.wait(timeout=1.0)
+                if not self._ops and not self._failed:
+                    self._wake.wait(timeout=_COUNTS_EVERY_S)
+                self._failed = False
                 ops, self._ops = list(self._ops), deque(maxlen=_MAX_OPS)
                 counts, self._counts = self._counts, {}
-            if not self._up:
-                continue
             try:
-                for op, route, args in ops:
-                    self._checked(route, self._apply, op, route, args)
-                for route, c in counts.items():
-                    self._checked(route, self._account, route, c)
+                if self._up:
+                    for op, route, args, _ in ops:
+                        self._checked(route, self._apply, op, route, args)
+                    for route, c in counts.items():
+                        self._checked(route, self._account, route, c)
             except Exception as exc:
                 self.lost(exc)
+            finally:  # shared, or left to the merge on reconnect: no call waits any longer
+                for *_, done in ops:
+                    if done is not None and not done.done():
+                        done.set_result(None)
 
     def _checked(self, route: str, do: Any, *args: Any) -> None:
         """``do(*args)`` for ``route``. A script error (the server answered, refusing one
@@ -212,7 +282,7 @@ class RedisSync:
                 [repr(now), repr(base), repr(longest), repr(floor), reason,
                  repr(self.bounds.drain_s)],
             )  # fmt: skip
-            wire.publish({"op": "cool", "route": route, **cooling_message(state)})
+            wire.publish({"op": "cool", "route": route, **cooling_message(state)}, delivered=True)
         elif op == "release":
             wire.run("RELEASE", wire.keys(route, "probe"), [args[0]])
             wire.publish({"op": "release", "route": route})
@@ -246,7 +316,9 @@ class RedisSync:
         elif fleet > now:
             if fleet != self._local.breaker_open_until(route):
                 self._local.adopt_breaker(route, fleet, now)
-            self._wire.publish({"op": "breaker", "route": route, "open_until": fleet})
+            self._wire.publish(
+                {"op": "breaker", "route": route, "open_until": fleet}, delivered=True
+            )
 
     # -- the reader thread: pub/sub, resync, reconnects ------------------------------------------
     def _read(self) -> None:
@@ -255,6 +327,7 @@ class RedisSync:
             pubsub = None
             try:
                 pubsub = self._wire.subscribe()
+                self._fd = _socket_fd(pubsub)
                 self._merge_local()
                 self._resync()
                 self._set_up(True)
@@ -271,6 +344,9 @@ class RedisSync:
                         last_heard = time.monotonic()
                         if message.get("type") == "message":
                             self._on_message(message["data"])
+                    with self._heard:  # applied: a call waiting in catch_up may decide
+                        self._progress += 1
+                        self._heard.notify_all()
                     if time.monotonic() - last_ping > 1.0:
                         # A ping only sends: its pong comes back as a message. A paused server
                         # shows up here, as a ping that went a whole interval unanswered.
@@ -294,6 +370,7 @@ class RedisSync:
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, self._reconnect_max_s)
             finally:
+                self._fd = -1
                 if pubsub is not None:
                     try:
                         pubsub.close()
@@ -396,6 +473,16 @@ class RedisSync:
             local.adopt_breaker(route, None, now)
         elif op == "drain" and not mine and message.at is not None:
             local.drain(route, message.at, now)
+
+
+def _socket_fd(pubsub: Any) -> int:
+    """The file descriptor of a redis-py pub/sub connection's socket, or -1 (no catch-up) when
+    this redis-py keeps it elsewhere: redis-py has no public accessor for it."""
+    sock = getattr(getattr(pubsub, "connection", None), "_sock", None)
+    try:
+        return int(sock.fileno()) if sock is not None else -1
+    except (OSError, AttributeError, TypeError, ValueError):
+        return -1
 
 
 def _in_event_loop() -> bool:

@@ -127,9 +127,15 @@ class RedisWire:
     def run(self, script: str, keys: list[str], args: list[Any]) -> Any:
         return self._scripts[script](keys=keys, args=args)
 
-    def publish(self, message: dict[str, Any]) -> None:
+    def publish(self, message: dict[str, Any], *, delivered: bool = False) -> None:
+        """Send ``message`` on the channel. ``delivered``: return only once Redis has written
+        it to every subscriber's socket. Redis answers PUBLISH before it writes the message
+        out (its last reply queued is written first), so a peer's next call could begin
+        before the message reaches it; one more round trip ends after that write."""
         message["from"] = self.me
         self._client.publish(self.channel, json.dumps(message))
+        if delivered:
+            self._client.ping()
 
     def subscribe(self) -> Any:
         """A pub/sub connection listening on the channel."""

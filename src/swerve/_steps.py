@@ -44,6 +44,7 @@ __all__ = [
     "Open",
     "Out",
     "Pull",
+    "Settle",
     "Sleep",
     "Steps",
     "Wait",
@@ -110,6 +111,20 @@ class Admit:
 
     async def arun(self) -> object:
         return await self.health.aadmit(self.route, self.now, self.config, lease_s=self.lease_s)
+
+
+@dataclass(frozen=True, slots=True)
+class Settle:
+    """Wait until a shared store has shared what the call just decided (``settle``, the
+    store's ``asettle``). A sync call's store shared it before the decision returned."""
+
+    settle: Callable[[], Awaitable[None]]
+
+    def run(self) -> None:
+        return None
+
+    async def arun(self) -> None:
+        await self.settle()
 
 
 @dataclass(frozen=True, slots=True)

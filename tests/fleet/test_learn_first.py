@@ -1,10 +1,13 @@
 """Issue 20 across real processes and a real redis-server: a process that starts after the
 fleet learned an outage sends nothing to the dead route (its Failover waits briefly for the
-store's first sync), and after Redis restarts empty an open breaker is merged back as a
-cooldown is."""
+store's first sync); calls one after another on two stores spend the failing route's budget
+once (the cooldown is shared before the deciding call returns, and the next call lets its
+reader apply what the channel holds); and after Redis restarts empty an open breaker is
+merged back as a cooldown is."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -12,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from swerve import BreakerConfig, RedisHealth
+from swerve import Attempt, BreakerConfig, Failover, FallbackConfig, RedisHealth, UpstreamError
 from swerve._health import Outcome
 from swerve.testing import FakeProvider, Fault
 
@@ -59,6 +62,47 @@ def test_a_late_process_sends_nothing_to_a_route_the_fleet_knows_is_dead(
         stop_all(late)
     assert [answer["first"] for answer in firsts] == [[F]] * 3
     assert fake.requests("primary") == 3  # zero from the late processes
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_calls_one_after_another_on_two_stores_spend_the_budget_once(
+    redis_server: RedisServer, mode: str
+) -> None:
+    # Two stores in one process, as two processes of a fleet: the second one's call starts the
+    # moment the first one's returns, on the same thread. Its reader thread has the peer's
+    # cooldown in its socket but not the GIL: without a catch-up the call would decide first.
+    config = FallbackConfig(**{**BASE, "max_retries": 2})
+    sent: list[str] = []
+
+    def answer(attempt: Attempt) -> str:
+        sent.append(str(attempt.route))
+        if str(attempt.route) == P:
+            raise UpstreamError(503)
+        return "ok"
+
+    async def aanswer(attempt: Attempt) -> str:
+        return answer(attempt)
+
+    for round_ in range(10):
+        stores = [RedisHealth.from_url(redis_server.url, prefix=f"seq-{mode}-{round_}")]
+        stores.append(RedisHealth.from_url(redis_server.url, prefix=f"seq-{mode}-{round_}"))
+        try:
+            assert all(store.wait_until_shared() for store in stores)
+            one, two = (Failover(config, store) for store in stores)
+            del sent[:]
+            if mode == "sync":
+                answers = [one.call(P, answer), two.call(P, answer)]
+            else:
+
+                async def both(one: Failover, two: Failover) -> list[Any]:
+                    return [await one.acall(P, aanswer), await two.acall(P, aanswer)]
+
+                answers = asyncio.run(both(one, two))
+            assert [str(a.route) for a in answers] == [F, F]
+            assert sent.count(P) == 3, (round_, sent)  # the first call's budget, and no more
+        finally:
+            for store in stores:
+                store.close()
 
 
 def test_an_open_breaker_is_merged_back_after_redis_restarts_empty(
