@@ -60,7 +60,7 @@ from swerve import (
     RedisHealth,
     Telemetry,
 )
-from swerve._health import HealthStore
+from swerve._health.store import HealthStore
 from swerve.testing import FakeProvider, Fault
 
 # The outages here are on purpose: swerve's WARNING per swap (shown when an application

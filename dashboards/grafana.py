@@ -19,9 +19,9 @@ from grafana_foundation_sdk.models import common
 from grafana_foundation_sdk.models import dashboard as model
 from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 
-from swerve import _telemetry as t
 from swerve._dashboards import PROMETHEUS_NAMES, label
 from swerve._dashboards.rules import unavailable
+from swerve._telemetry import telemetry as t
 
 __all__ = ["UID", "build", "render"]
 

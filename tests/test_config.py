@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from swerve import ConfigError, FailureKind, FallbackConfig
-from swerve._config import EnvConfig
+from swerve._engine.config import EnvConfig
 
 VAR = "SWERVE_TEST_FALLBACK_CONFIG"
 
@@ -266,7 +266,7 @@ def test_a_chain_naming_a_route_twice_is_refused() -> None:
     "route", ["a/m\nINFO forged line", "a/\x1b[31mred", "a/m\r", "a\u2028/m", "a/\x00m"]
 )
 def test_route_names_with_control_characters_are_refused(route: str) -> None:
-    from swerve._routes import Route
+    from swerve._engine.routes import Route
 
     with pytest.raises(ValueError, match="control") as parsed:
         Route.parse(route)
@@ -300,7 +300,7 @@ def test_a_bad_reload_logs_one_escaped_line(
 def test_cli_file_errors(tmp_path: object) -> None:
     from pathlib import Path
 
-    from swerve._cli_file import load, read
+    from swerve._cli.file import load, read
 
     path = Path(str(tmp_path)) / "swerve.json"
     path.write_bytes(b'{"max_swaps": 1, "x": "\xff"}')
@@ -338,7 +338,7 @@ def test_every_way_to_build_a_config_gives_the_same_clean_message(
 ) -> None:
     from pathlib import Path
 
-    from swerve._cli_file import read
+    from swerve._cli.file import read
 
     text = json.dumps(data)
     monkeypatch.setenv(VAR, text)

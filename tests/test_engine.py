@@ -30,7 +30,7 @@ from swerve import (
     StreamSpec,
 )
 from swerve._failures import AttemptTimeout, CircuitOpenError, FailureKind
-from swerve._health import CooldownRule
+from swerve._health.store import CooldownRule
 from swerve.testing import FakeProvider, Fault, Reply
 
 from . import _wire
@@ -468,7 +468,7 @@ def test_breaker_rejection_is_a_failure_that_swaps(
     config = FallbackConfig(fallbacks={P: F}, breaker={"half_open_probes": 1, "open_s": 5})
     fo = make_failover(config)
     # Force the breaker open, let its one half-open probe out, and call while it is taken.
-    from swerve._health import Outcome
+    from swerve._health.store import Outcome
 
     for _ in range(10):
         health.record(P, Outcome.FAILURE, clock.now, config.breaker, probe=False)

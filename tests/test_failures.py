@@ -1,4 +1,4 @@
-"""Tests for swerve._failures.classify / parse_retry_after and swerve._redact.redact."""
+"""Tests for swerve._failures.classify / parse_retry_after and swerve._telemetry.redact.redact."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from swerve._failures import (
     classify,
     parse_retry_after,
 )
-from swerve._redact import redact
+from swerve._telemetry.redact import redact
 
 K = FailureKind
 URL = "https://api.example.test/v1/chat/completions"

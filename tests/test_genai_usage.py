@@ -15,7 +15,7 @@ import httpx2
 import pytest
 
 from swerve import Failover, FallbackConfig
-from swerve import _names as names
+from swerve._telemetry import names as names
 from swerve.httpx import Upstream
 from swerve.testing import FakeProvider, Fault, Reply
 

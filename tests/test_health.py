@@ -9,14 +9,14 @@ from dataclasses import dataclass
 import pytest
 
 from swerve import BreakerConfig, MemoryHealth
-from swerve._health import (
+from swerve._health.memory import STEP_TOLERANCE_S
+from swerve._health.store import (
     Admission,
     BreakerState,
     CooldownRule,
     HealthStore,
     Outcome,
 )
-from swerve._memory import STEP_TOLERANCE_S
 from swerve.testing import FakeClock
 
 R = "anthropic/claude-sonnet-5"

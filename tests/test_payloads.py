@@ -1,4 +1,4 @@
-"""swerve._payloads: exact request bodies in, exact request bodies out."""
+"""swerve._wire.payloads: exact request bodies in, exact request bodies out."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from swerve._payloads import (
+from swerve._wire.payloads import (
     CacheFix,
     Downgrade,
     JsonRules,
@@ -21,7 +21,7 @@ from swerve._payloads import (
     fix_empty_text_cache,
     is_claude,
 )
-from swerve._wire_rules import prepare_for_route
+from swerve._wire.rules import prepare_for_route
 from swerve.testing import FakeProvider, TelemetryRecorder
 
 Body = dict[str, Any]

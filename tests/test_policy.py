@@ -7,8 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from swerve import FallbackConfig
-from swerve._failures import Failure, FailureKind
-from swerve._policy import (
+from swerve._engine.policy import (
     GiveUp,
     GiveUpReason,
     Retry,
@@ -19,6 +18,7 @@ from swerve._policy import (
     start_route,
     walk,
 )
+from swerve._failures import Failure, FailureKind
 
 A, B, C, D = (
     "openrouter/anthropic/claude-sonnet-5",
@@ -343,7 +343,7 @@ def test_backoff_is_finite_and_capped_for_any_retry_count(
 ) -> None:
     # max_retries=400 with backoff_factor=10 once ended in an OverflowError (10.0 ** 400) that
     # replaced the upstream's own error.
-    from swerve._policy import backoff
+    from swerve._engine.policy import backoff
 
     config = FallbackConfig(
         max_retries=400,
@@ -360,7 +360,7 @@ def test_backoff_is_finite_and_capped_for_any_retry_count(
 
 
 def test_backoff_keeps_exact_small_values() -> None:
-    from swerve._policy import backoff
+    from swerve._engine.policy import backoff
 
     config = FallbackConfig(backoff_initial_s=2, backoff_factor=2, backoff_max_s=30, jitter=False)
     assert [backoff(config, n, lambda: 1.0) for n in range(6)] == [2, 4, 8, 16, 30, 30]

@@ -14,9 +14,9 @@ import httpx
 import pytest
 
 from swerve import Attempt, Failover, FallbackConfig, MemoryHealth, Result, Route, UpstreamError
-from swerve._failover import ROUTE_CACHE_SIZE, _OwnCooldowns
-from swerve._health import CooldownRule
-from swerve._timing import CallTime
+from swerve._engine.failover import ROUTE_CACHE_SIZE, _OwnCooldowns
+from swerve._engine.timing import CallTime
+from swerve._health.store import CooldownRule
 from swerve.httpx import AsyncFailoverTransport, FailoverTransport, Upstream
 from swerve.testing import FakeProvider, Fault, Reply
 

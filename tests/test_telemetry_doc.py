@@ -1,4 +1,4 @@
-"""docs/telemetry.md, swerve._names and what a run emits must agree, both ways."""
+"""docs/telemetry.md, swerve._telemetry.names and what a run emits must agree, both ways."""
 
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ from swerve import (
     StreamSpec,
     Telemetry,
 )
-from swerve import _bounded as bounds
-from swerve import _names as names
+from swerve._telemetry import bounded as bounds
+from swerve._telemetry import names as names
 from swerve.testing import FakeProvider, Fault, Reply
 
 from . import _wire

@@ -28,9 +28,9 @@ from swerve import (
     Telemetry,
     UpstreamError,
 )
-from swerve._config import EnvConfig
+from swerve._engine.config import EnvConfig
 from swerve._failures import InStreamError
-from swerve._telemetry import METRIC_ATTEMPTS, METRIC_CALL_DURATION
+from swerve._telemetry.telemetry import METRIC_ATTEMPTS, METRIC_CALL_DURATION
 from swerve.testing import FakeProvider, Fault, Reply
 
 from . import _wire

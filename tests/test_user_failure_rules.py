@@ -28,8 +28,8 @@ from swerve import (
     MemoryHealth,
     UpstreamError,
 )
+from swerve._engine.policy import action
 from swerve._failures import RETRY_AFTER_MAX_S, classify
-from swerve._policy import action
 from swerve.testing import FakeClock
 
 P, F = "primary/model-a", "fallback/model-b"

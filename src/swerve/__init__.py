@@ -5,13 +5,10 @@ sibling route, cools the failed route down so later calls start on a healthy one
 every decision as OpenTelemetry spans, events and metrics.
 """
 
-from ._clock import Clock
-from ._config import BreakerConfig, ConfigError, FallbackConfig
-from ._failover import Failover
-from ._failures import Classifier, Failure, FailureKind, UpstreamError
-from ._health import HealthStore, MemoryHealth
-from ._redis import RedisHealth
-from ._results import (
+from ._engine.clock import Clock
+from ._engine.config import BreakerConfig, ConfigError, FallbackConfig
+from ._engine.failover import Failover
+from ._engine.results import (
     Attempt,
     AttemptRecord,
     MidStreamError,
@@ -21,8 +18,11 @@ from ._results import (
     StreamReset,
     StreamSpec,
 )
-from ._routes import Route
-from ._telemetry import Telemetry
+from ._engine.routes import Route
+from ._failures import Classifier, Failure, FailureKind, UpstreamError
+from ._health.redis import RedisHealth
+from ._health.store import HealthStore, MemoryHealth
+from ._telemetry.telemetry import Telemetry
 from ._version import __version__
 
 # No NullHandler on "swerve": with logging unconfigured, Python's last-resort handler shows

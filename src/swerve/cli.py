@@ -8,9 +8,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from . import _cli_config, _cli_dashboards, _cli_demo, _cli_health
-from ._config import DEFAULT_ENV_VAR
-from ._failover import HEALTH_PREFIX_VAR, HEALTH_URL_VAR
+from ._cli import config as _cli_config
+from ._cli import dashboards as _cli_dashboards
+from ._cli import demo as _cli_demo
+from ._cli import health as _cli_health
+from ._engine.config import DEFAULT_ENV_VAR
+from ._engine.failover import HEALTH_PREFIX_VAR, HEALTH_URL_VAR
 
 __all__ = ["main"]
 
@@ -152,7 +155,7 @@ def _add_routes(sub: Any) -> None:
 
 
 def _route_arg(value: str) -> str:
-    from ._routes import Route
+    from ._engine.routes import Route
 
     try:
         return str(Route.parse(value))

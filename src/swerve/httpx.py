@@ -26,15 +26,15 @@ from typing import Any
 
 import httpx
 
-from ._attempt import _SPEC, _Chunk
-from ._config import FallbackConfig
-from ._exchange import _Exchange, _Receiving
-from ._failover import Failover
-from ._health import HealthStore
-from ._io_bound import CURRENT
-from ._results import Attempt
-from ._routing import _Core
-from ._upstream import (
+from ._engine.config import FallbackConfig
+from ._engine.failover import Failover
+from ._engine.results import Attempt
+from ._health.store import HealthStore
+from ._transport.attempt import _SPEC, _Chunk
+from ._transport.exchange import _Exchange, _Receiving
+from ._transport.io_bound import CURRENT
+from ._transport.routing import _Core
+from ._transport.upstream import (
     ATTEMPTS_HEADER,
     REQUESTED_HEADER,
     ROUTE_HEADER,
@@ -72,7 +72,7 @@ class _Transport:
     """What both transports hold: the routing core, and the inner transports they made.
 
     The two differ only in I/O (blocking calls or awaited ones); every decision is made by
-    :class:`~swerve._exchange._Exchange` (one request) and its attempts, once for both.
+    :class:`~swerve._transport.exchange._Exchange` (one request) and its attempts, once for both.
     """
 
     def __init__(

@@ -20,9 +20,9 @@ import pytest
 
 from dashboards import HERE
 from swerve import FallbackConfig
-from swerve import _telemetry as telemetry
 from swerve._dashboards import PROMETHEUS_NAMES, dashboard
 from swerve._dashboards.rules import Timing, alert_rules, render
+from swerve._telemetry import telemetry as telemetry
 
 from ._prometheus import Prometheus, Workload, wait_for
 

@@ -23,10 +23,10 @@ from dashboards import HERE, grafana
 from dashboards.__main__ import DASHBOARD, shipped_rules
 from dashboards.__main__ import main as generate
 from swerve import FallbackConfig, MemoryHealth, RedisHealth, Telemetry
-from swerve import _telemetry as names
 from swerve._dashboards import PROMETHEUS_NAMES, label
 from swerve._dashboards.rules import alert_rules, chain, render
-from swerve._health import CooldownRule
+from swerve._health.store import CooldownRule
+from swerve._telemetry import telemetry as names
 
 from ._prometheus import binary, free_port
 

@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from sybil import Document
 
 from swerve import Failover, FallbackConfig, MemoryHealth, Telemetry
-from swerve._names import INSTRUMENTATION_NAME
+from swerve._telemetry.names import INSTRUMENTATION_NAME
 from swerve.testing import FakeProvider
 
 from ._documents import Block

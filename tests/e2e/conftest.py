@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from swerve import _names as n
+from swerve._telemetry import names as n
 
 from .._local import wait_for
 from ._app import TracedApp

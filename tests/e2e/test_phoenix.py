@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from swerve import _names as n
+from swerve._telemetry import names as n
 
 from ._flows import FLOWS, KEYS, Flow
 from ._phoenix import Phoenix

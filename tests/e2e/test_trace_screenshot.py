@@ -13,7 +13,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from swerve import _names as n
+from swerve._telemetry import names as n
 
 from .._local import binary
 from ._app import ROOT

@@ -20,7 +20,7 @@ from typing import TypeVar
 import pytest
 
 from swerve import BreakerConfig, Failover, FallbackConfig, RedisHealth
-from swerve._health import BreakerState, CooldownRule, Outcome, RouteHealth
+from swerve._health.store import BreakerState, CooldownRule, Outcome, RouteHealth
 from swerve.cli import _duration_arg, main
 from swerve.testing import TelemetryRecorder
 

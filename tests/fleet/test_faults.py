@@ -22,7 +22,7 @@ import pytest
 import redis
 
 from swerve import BreakerConfig, Failover, FallbackConfig, RedisHealth, Telemetry
-from swerve._health import CooldownRule
+from swerve._health.store import CooldownRule
 from swerve.testing import FakeProvider, Fault, TelemetryRecorder
 
 from ._fleet import F, P

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from swerve import BreakerConfig, RedisHealth
-from swerve._health import Admission, BreakerState, Outcome
+from swerve._health.store import Admission, BreakerState, Outcome
 from swerve.testing import FakeClock
 
 from ._servers import RedisServer, wait_for

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from swerve import Attempt, BreakerConfig, Failover, FallbackConfig, RedisHealth, UpstreamError
-from swerve._health import Outcome
+from swerve._health.store import Outcome
 from swerve.testing import FakeProvider, Fault
 
 from ._fleet import F, P, Worker, stop_all

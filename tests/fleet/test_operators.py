@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from swerve import BreakerConfig, Failover, FallbackConfig, RedisHealth
-from swerve._health import CooldownRule, HealthStore
+from swerve._health.store import CooldownRule, HealthStore
 from swerve.testing import FakeProvider, Fault
 
 from ._fleet import F, P

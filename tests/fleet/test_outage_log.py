@@ -19,7 +19,7 @@ from collections.abc import Callable
 import pytest
 
 from swerve import RedisHealth
-from swerve._health import CooldownRule
+from swerve._health.store import CooldownRule
 
 from .._local import free_port
 from ._servers import RedisServer, wait_for

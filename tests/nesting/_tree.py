@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from opentelemetry.sdk.trace import ReadableSpan
 
-from swerve import _names as n
+from swerve._telemetry import names as n
 
 from ._families import Family
 

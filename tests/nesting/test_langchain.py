@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
 from swerve import Failover
-from swerve import _names as n
+from swerve._telemetry import names as n
 from swerve.testing import FakeProvider, Fault, TelemetryRecorder
 
 from ._apps import chat_model

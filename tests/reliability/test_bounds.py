@@ -19,9 +19,9 @@ import pytest
 from opentelemetry.trace import NoOpTracerProvider
 
 from swerve import Attempt, Failover, FallbackConfig, MemoryHealth, StreamSpec, Telemetry
-from swerve import _telemetry as names
 from swerve._failures import InStreamError
-from swerve._health import DEFAULT_MAX_ROUTES
+from swerve._health.store import DEFAULT_MAX_ROUTES
+from swerve._telemetry import telemetry as names
 from swerve.testing import FakeClock, TelemetryRecorder
 
 from ._measure import rss_mb

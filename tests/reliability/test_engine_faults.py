@@ -24,7 +24,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 from swerve import Attempt, BreakerConfig, Failover, FallbackConfig, MemoryHealth, Telemetry
-from swerve._health import Admission, BreakerState, CooldownRule, Outcome
+from swerve._health.store import Admission, BreakerState, CooldownRule, Outcome
 from swerve.testing import FakeClock, FakeProvider, Fault, TelemetryRecorder
 
 from .conftest import Report

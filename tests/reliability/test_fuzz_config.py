@@ -1,5 +1,5 @@
 """Fuzzing config loading: ``FallbackConfig.from_json`` / ``from_mapping`` / ``from_env``, the
-env var's reload, and the CLI's config file (``swerve._cli_file.load`` / ``read``).
+env var's reload, and the CLI's config file (``swerve._cli.file.load`` / ``read``).
 
 Whatever the input (huge numbers, NaN and Infinity, deep nesting, unicode, route names with
 newlines or ANSI escapes), the result is a FallbackConfig whose every number is finite and
@@ -22,10 +22,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from swerve import ConfigError, FallbackConfig
-from swerve._cli_file import CliFile, load, read
-from swerve._config import EnvConfig
-from swerve._policy import backoff, walk
-from swerve._routes import Route
+from swerve._cli.file import CliFile, load, read
+from swerve._engine.config import EnvConfig
+from swerve._engine.policy import backoff, walk
+from swerve._engine.routes import Route
 
 from ..test_policy import planned_wait_bound
 from ._measure import fuzz

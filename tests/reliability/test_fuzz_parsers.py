@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from swerve import FallbackConfig
+from swerve._engine.policy import Retry, Swap, decide
 from swerve._failures import (
     KNOWN_ERROR_TYPES,
     RETRY_AFTER_MAX_S,
@@ -35,8 +36,7 @@ from swerve._failures import (
     parse_retry_after,
     status_kind,
 )
-from swerve._policy import Retry, Swap, decide
-from swerve._sse import _Event, _SSEParser
+from swerve._transport.sse import _Event, _SSEParser
 from swerve.httpx import ResponseTooLarge
 
 from ._measure import DEADLINE, fuzz

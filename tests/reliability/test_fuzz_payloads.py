@@ -1,4 +1,5 @@
-"""Fuzzing the wire fixes (``swerve._payloads``) with random Anthropic and OpenAI message lists.
+"""Fuzzing the wire fixes (``swerve._wire.payloads``) with random Anthropic and OpenAI message
+lists.
 
 For bodies that break only the rule the fix repairs (blank text blocks, with or without cache
 markers), the fixed body passes :func:`anthropic_errors` / :func:`openai_errors`, a validator
@@ -16,7 +17,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from swerve._payloads import WireName, adapt_for_target, fix_empty_text_cache
+from swerve._wire.payloads import WireName, adapt_for_target, fix_empty_text_cache
 
 from ._measure import fuzz
 

@@ -17,9 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from swerve import BreakerConfig, RedisHealth
-from swerve import _names as names
-from swerve._health import CooldownRule, Outcome
-from swerve._redis_wire import (
+from swerve._health.redis_wire import (
     MAX_MESSAGE_BYTES,
     REJECT_REASONS,
     Bounds,
@@ -29,6 +27,8 @@ from swerve._redis_wire import (
     cooling_from_hash,
     message_from_json,
 )
+from swerve._health.store import CooldownRule, Outcome
+from swerve._telemetry import names as names
 from swerve.testing import FakeClock, TelemetryRecorder
 
 from ..fleet._servers import RedisServer, wait_for

@@ -40,7 +40,7 @@ import pytest
 from httpx_aiohttp import AiohttpTransport
 
 from swerve import BreakerConfig, Failover, FallbackConfig, MemoryHealth, Result
-from swerve._clock import SystemClock
+from swerve._engine.clock import SystemClock
 from swerve._failures import AttemptTimeout, CircuitOpenError
 from swerve.testing import FakeProvider, Fault, Reply, TelemetryRecorder
 

@@ -20,9 +20,9 @@ import pytest
 import redis
 
 from swerve import BreakerConfig, Failover, FallbackConfig, RedisHealth
-from swerve import _names as names
-from swerve._health import BreakerState, CooldownRule, Outcome
-from swerve._redis_wire import MAX_DRAIN_S
+from swerve._health.redis_wire import MAX_DRAIN_S
+from swerve._health.store import BreakerState, CooldownRule, Outcome
+from swerve._telemetry import names as names
 from swerve.cli import main
 from swerve.testing import FakeClock, FakeProvider, Fault, Reply, TelemetryRecorder
 
@@ -370,7 +370,7 @@ SECRET_FORMS = [
 
 @pytest.mark.parametrize(("url", "pieces"), SECRET_FORMS)
 def test_safe_url_masks_every_password_form(url: str, pieces: list[str]) -> None:
-    from swerve._redis_client import safe_url
+    from swerve._health.redis_client import safe_url
 
     shown = safe_url(url)
     assert "***" in shown

@@ -26,7 +26,7 @@ import openai
 import pytest
 
 from swerve import Failover, FallbackConfig, MemoryHealth
-from swerve._results import StreamSpec
+from swerve._engine.results import StreamSpec
 from swerve.httpx import AsyncFailoverTransport, FailoverTransport, ResponseTooLarge, Upstream
 
 from ._raw_upstream import (

@@ -29,11 +29,11 @@ from swerve import (
     MemoryHealth,
     UpstreamError,
 )
-from swerve._cooldown import CooldownRule
-from swerve._failover import ROUTE_CACHE_SIZE
-from swerve._memory import STEP_TOLERANCE_S
-from swerve._probe import Probe
-from swerve._routes import MAX_ROUTE_CHARS
+from swerve._cli.probe import Probe
+from swerve._engine.failover import ROUTE_CACHE_SIZE
+from swerve._engine.routes import MAX_ROUTE_CHARS
+from swerve._health.cooldown import CooldownRule
+from swerve._health.memory import STEP_TOLERANCE_S
 from swerve.testing import FakeClock
 
 from .conftest import Report
@@ -233,7 +233,7 @@ def test_slow_rules_are_asked_once_and_count_against_the_deadline(
 def test_swerve_health_prints_an_upstreams_escapes_as_text(figure: Report) -> None:
     from rich.console import Console
 
-    from swerve._cli_health import _print_probes
+    from swerve._cli.health import _print_probes
 
     for width in (200, 20):  # the table, and the one-block-per-route layout
         out = io.StringIO()

@@ -12,7 +12,7 @@ from lc_support import F, Otel, P, chat_anthropic, chat_openai, seed_config
 from swerve_langchain import FailoverChatModel, with_failover
 
 from swerve import Failover, MidStreamError
-from swerve import _names as names
+from swerve._telemetry import names as names
 from swerve.testing import FakeProvider, Fault
 
 pytestmark = pytest.mark.anyio

@@ -12,7 +12,7 @@ from swerve_langchain import FailoverChatModel
 from swerve_langchain._history import Target, adapt_for_target, fix_empty_text_cache
 
 from swerve import Failover
-from swerve._wire_rules import Downgrade
+from swerve._wire.rules import Downgrade
 from swerve.testing import FakeProvider, Fault
 
 EPHEMERAL = {"type": "ephemeral"}

@@ -14,7 +14,7 @@ from lc_support import F, Otel, P, chat_anthropic, chat_openai, seed_config
 from swerve_langchain import FailoverChatModel
 
 from swerve import Failover, FallbackConfig, MemoryHealth
-from swerve._failover import default_health
+from swerve._engine.failover import default_health
 from swerve.testing import FakeProvider, Fault
 
 MODES = ["invoke", "ainvoke", "stream", "astream"]

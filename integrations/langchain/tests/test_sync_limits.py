@@ -30,7 +30,7 @@ from swerve_langchain import FailoverChatModel, SwerveTimeoutWarning, with_failo
 from test_chat_model import MODES, run
 
 from swerve import Failover, MidStreamError
-from swerve._clock import SYSTEM_CLOCK
+from swerve._engine.clock import SYSTEM_CLOCK
 from swerve.testing import FakeProvider, Fault, Reply
 
 FALLBACK = "fallback/fake-model-large"

@@ -37,9 +37,9 @@ from typing import Any, Final
 
 import yaml  # comes with the cli extra
 
-from .. import _telemetry as t
-from .._config import FallbackConfig
-from .._policy import walk
+from .._engine.config import FallbackConfig
+from .._engine.policy import walk
+from .._telemetry import telemetry as t
 from . import PROMETHEUS_NAMES, label
 
 __all__ = ["DEFAULT_TIMING", "Timing", "alert_rules", "chain", "render", "unavailable"]

@@ -11,8 +11,8 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from .._clock import SYSTEM_CLOCK, Clock
-from .._telemetry import Telemetry
+from .._engine.clock import SYSTEM_CLOCK, Clock
+from .._telemetry.telemetry import Telemetry
 
 __all__ = ["FakeClock", "TelemetryRecorder"]
 

@@ -1,7 +1,7 @@
 """The wire rules on LangChain message objects: the conversation as a route should get it.
 
 The step that applies the rules and reports what they did, the names they read and the
-reports they give are the core's (:mod:`swerve._wire_rules`, the same the transports use on
+reports they give are the core's (:mod:`swerve._wire.rules`, the same the transports use on
 raw JSON bodies); this module holds only what is LangChain's own: which model a route is
 (:class:`Target`), and the two rules on message lists, both pure (the input list and its
 messages are never modified), offered to the core as :class:`MessageRules`:
@@ -11,7 +11,8 @@ messages are never modified), offered to the core as :class:`MessageRules`:
   ``cache_control`` marker one of them carried moves to the nearest earlier block that may
   carry it. Anthropic rejects markers on empty blocks (and, relayed, the blocks themselves);
   langchain-anthropic silently drops such blocks together with their marker, which loses the
-  cache breakpoint. This is the message-level twin of :func:`swerve._payloads.fix_empty_text_cache`.
+  cache breakpoint. This is the message-level twin of
+  :func:`swerve._wire.payloads.fix_empty_text_cache`.
 * :func:`adapt_for_target`: when the call moved to another route, Anthropic prompt-caching
   markers are removed for targets that are neither Anthropic nor Claude (as LangChain's
   ``ModelFallbackMiddleware`` does) and kept otherwise; signed reasoning written by another
@@ -30,7 +31,7 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 
-from swerve._wire_rules import (
+from swerve._wire.rules import (
     ANTHROPIC_MARKABLE,
     CACHE_CONTROL,
     OPENAI_MARKABLE,
@@ -83,7 +84,7 @@ def target_of(model: BaseChatModel) -> Target:
 @dataclass(frozen=True, slots=True)
 class MessageRules:
     """The wire rules for a message list going to ``target``
-    (a :class:`swerve._wire_rules.WireRules`)."""
+    (a :class:`swerve._wire.rules.WireRules`)."""
 
     target: Target
 

@@ -1,0 +1,552 @@
+"""One logical call: its span, its attempts, and every decision between them.
+
+A :class:`_Call` gets what it needs of its :class:`~swerve.Failover` as one :class:`Wiring`
+(clock, health store, telemetry, failure rules, operation name, route parser) and the config
+in force when it began. Its decisions are :data:`~swerve._engine.steps.Steps`: the sync and async
+drivers only answer what they wait on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Callable, Container
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, TypeVar, cast
+
+from opentelemetry import trace
+from opentelemetry.trace import Span, Status, StatusCode
+from opentelemetry.util.types import AttributeValue
+
+from .._failures import AttemptTimeout, CircuitOpenError, Failure, FailureKind
+from .._health.store import (
+    Admission,
+    Admitted,
+    BreakerTransition,
+    CooldownRule,
+    HealthStore,
+    Outcome,
+)
+from .._telemetry.telemetry import (
+    ATTEMPT_PROBE,
+    CALL_ATTEMPTS,
+    CALL_RETRIES,
+    CALL_SWAPS,
+    ERROR_TYPE,
+    GEN_AI_RESPONSE_MODEL,
+    ROUTE_SERVED,
+    STREAM,
+    Attached,
+    Telemetry,
+)
+from . import policy
+from .clock import Clock
+from .config import FallbackConfig
+from .policy import GiveUp, GiveUpReason, Retry, Swap
+from .results import Attempt, AttemptRecord, CooldownLearned, MidStreamError, Result, SkippedRoute
+from .routes import Route
+from .steps import Admit, Claim, Invoke, Settle, Sleep, Steps
+from .timing import CallTime
+
+__all__ = ["ABORTS", "PROBE_LEASE_S", "OwnCooldowns", "Wiring"]
+
+T = TypeVar("T")
+ABORTS = (GeneratorExit, KeyboardInterrupt, asyncio.CancelledError, SystemExit)
+"""Ends of a call that are the caller's decision, never the route's fault."""
+# How long a recovery probe holds its route when attempts have no time limit of their own:
+# a probe that never answers must not keep every other call off the route for long.
+PROBE_LEASE_S = 60.0
+
+
+class OwnCooldowns(Protocol):
+    """The cooldowns and open breakers a Failover set itself (``swerve._engine.failover``): a
+    route a call walks past was degraded by this Failover, or elsewhere in a shared store."""
+
+    def remember(self, route: str, until: float) -> None: ...
+    def forget(self, route: str) -> None: ...
+    def learned(self, route: str, now: float) -> CooldownLearned: ...
+    def retry(self, route: str, call: object, now: float, until: float) -> bool: ...
+    def retried(self, route: str, call: object) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Wiring:
+    """What every call of one Failover shares, handed to each call explicitly."""
+
+    clock: Clock
+    health: HealthStore
+    telemetry: Telemetry
+    classify: Callable[[BaseException], Failure]
+    operation: str
+    route: Callable[[str], Route]
+    """Parses a route name (cached: routes are few, calls are many)."""
+    own: OwnCooldowns
+
+
+class _Call:
+    """One logical call: its span, its attempts, and every decision between them."""
+
+    def __init__(
+        self,
+        wiring: Wiring,
+        config: FallbackConfig,
+        requested: Route,
+        *,
+        stream: bool,
+        pinned: bool = False,
+    ):
+        self.wiring = wiring
+        self.clock = wiring.clock
+        self.health = wiring.health
+        self.telemetry = wiring.telemetry
+        self.config = config
+        self.requested = requested
+        self.time = CallTime(config, self.clock)
+        self.span = self.telemetry.start_call(
+            wiring.operation, str(requested), requested.provider, requested.model
+        )
+        self.stream = stream
+        # A pinned call stays on its route whatever its health says, retries included.
+        self.pinned = pinned
+        if stream:
+            self.span.set_attribute(STREAM, True)
+        self.context = trace.set_span_in_context(self.span)
+        self.records: list[AttemptRecord] = []
+        self.skipped: list[SkippedRoute] = []
+        # Whether attempt.timeout is a limit the config set, or only the derived call bound.
+        self.limited = config.attempt_timeout_s is not None or config.deadline_s is not None
+        self.retries = 0
+        self.swaps = 0
+        self.probing: str | None = None  # the route whose recovery probe this call holds
+        # Routes this call cooled itself or walked onto knowing they were unavailable: their
+        # health says nothing new, so it does not refuse this call's retries there (a retry
+        # asks health to learn what others found since the call chose the route).
+        self.known: set[str] = set()
+        self.lease_s = config.attempt_timeout_s or min(config.call_bound_s, PROBE_LEASE_S)
+        self.current = requested  # until start() has walked the chain
+        self.served: Route | None = None
+        # Per-attempt state, reset by begin().
+        self.attempt = Attempt(self.current, requested)
+        self.attempt_span: Span = trace.INVALID_SPAN
+        self.attached = Attached(self.context)  # the attempt span, current while fn runs
+        self.probe = False
+        self.period = 0  # the half-open period that admitted the attempt, when it is a probe
+        # The last error classified and its Failure: the user's rules are asked once per
+        # failure, however many places (decision, stream, surfacing error) need the answer.
+        self.judged: tuple[BaseException, Failure] | None = None
+
+    def start(self) -> Steps[None]:
+        """Choose the route the call starts on: the first healthy one of its chain walk."""
+        config, requested = self.config, str(self.requested)
+        start, skipped = yield from self._choose(
+            lambda degraded: policy.start_route(config, requested, degraded)
+        )
+        for route, what in self.health.take_notices():
+            self.telemetry.operator(self.span, route, what)
+        for route in skipped:
+            self._skip(route)
+        self.current = self.wiring.route(start)
+
+    def _skip(self, route: str) -> None:
+        learned = self.wiring.own.learned(route, self.clock.time())
+        self.skipped.append(SkippedRoute(self.wiring.route(route), learned))
+        self.telemetry.route_skipped(self.span, route, learned)
+
+    def _breaker(self, transition: BreakerTransition) -> None:
+        if transition.open_until is not None:  # it opened: calls walk past it till then
+            self.wiring.own.remember(transition.route, transition.open_until)
+            self.known.add(transition.route)
+        self.telemetry.breaker(self.span, transition)
+
+    # -- attempts -----------------------------------------------------------------------------
+    def begin(self) -> Attempt:
+        number = len(self.records) + 1
+        timeout, read = self.time.begin_attempt(self.stream)
+        self.attempt = Attempt(
+            self.current,
+            self.requested,
+            number,
+            self.retries,
+            self.swaps,
+            timeout,
+            read,
+            limited=self.limited,
+        )
+        route = self.current
+        self.attempt_span = self.telemetry.start_attempt(
+            self.wiring.operation,
+            str(route),
+            route.provider,
+            route.model,
+            number,
+            self.retries,
+            self.swaps,
+            self.context,
+        )
+        if self.probing == str(route):
+            self.attempt_span.set_attribute(ATTEMPT_PROBE, True)
+        self.attached = Attached(trace.set_span_in_context(self.attempt_span, self.context))
+        return self.attempt
+
+    def admit(self) -> Steps[None]:
+        """Ask the breaker; raises :class:`CircuitOpenError` (a failure like any other) if not."""
+        if self.time.remaining() <= 0:
+            raise AttemptTimeout("deadline", self.config.call_bound_s)
+        answer = yield Admit(
+            self.health, str(self.current), self.clock.time(), self.config.breaker, self.lease_s
+        )
+        admission, transition, period = cast(Admitted, answer)
+        if transition is not None:
+            self._breaker(transition)
+        self.probe = admission is Admission.PROBE
+        self.period = period
+        if admission is Admission.REJECTED:
+            raise CircuitOpenError(str(self.current))
+
+    def _end_attempt(
+        self, outcome: Literal["success", "failure", "rejected", "aborted"], failure: Failure | None
+    ) -> float:
+        duration = self.time.in_attempt()
+        route = str(self.current)
+        self.records.append(
+            AttemptRecord(
+                self.current,
+                self.attempt.number,
+                self.attempt.retry,
+                self.attempt.swap,
+                outcome,
+                failure,
+                duration,
+            )
+        )
+        self.telemetry.end_attempt(
+            self.attempt_span,
+            route,
+            self.current.model,
+            outcome,
+            failure,
+            duration,
+            self.attempt.usage,
+        )
+        return duration
+
+    def _record_health(self, outcome: Outcome) -> None:
+        transition = self.health.record(
+            str(self.current),
+            outcome,
+            self.clock.time(),
+            self.config.breaker,
+            probe=self.probe,
+            period=self.period if self.probe else None,
+        )
+        self.probe = False
+        if transition is not None:
+            self._breaker(transition)
+
+    def committed(self) -> None:
+        """The attempt's first content chunk arrived."""
+        self.telemetry.first_chunk(str(self.current), self.time.in_attempt())
+
+    def succeeded(self) -> None:
+        if self.records:  # only a call that failed before may hold a route's retries
+            self.wiring.own.retried(str(self.current), self)
+        self._record_health(Outcome.SUCCESS)
+        self._end_attempt("success", None)
+        self.served = route = self.current
+        # A success on a recovering route is its probe's verdict: the route is healthy again
+        # (any call may deliver it: a pinned one, or one with nowhere else to go).
+        if self.health.recovered(str(route), self.clock.time()):
+            self.wiring.own.forget(str(route))
+            self.telemetry.probe(self.span, str(route), "success")
+        if self.probing == str(route):
+            self.probing = None
+
+    # -- route choice -------------------------------------------------------------------------
+    def _choose(self, pick: Callable[[Container[str]], T]) -> Steps[T]:
+        """Run a route choice of the policy's, claiming the probe of the route it lands on when
+        that route is recovering; a probe someone else took sends the walk past it."""
+        health, now = self.health, self.clock.time()
+        blocked: set[str] = set()
+        while True:
+            view = _Either(health.unavailable(now), blocked)
+            choice = pick(view)
+            route = _target(choice)
+            if route is not None and route in view:
+                self.known.add(route)  # every route was degraded: the call moves on knowingly
+            if (
+                route is None
+                or route in blocked
+                or not health.probe_due(route, now)
+                or route == self.probing
+            ):
+                return choice
+            if (yield Claim(health, route, now, self.lease_s)):
+                self._release_probe()  # a call holds one probe at a time
+                self.probing = route
+                return choice
+            blocked.add(route)  # taken since the walk looked: walk past it like the others
+
+    def _release_probe(self) -> None:
+        if self.probing is not None:
+            self.health.release_probe(self.probing)
+            self.telemetry.probe(self.span, self.probing, "inconclusive")
+            self.probing = None
+
+    def _cool_down(self, failure: Failure) -> None:
+        config, route = self.config, str(self.current)
+        if config.cooldown_s <= 0 and not failure.retry_after:
+            if self.probing == route:
+                self._release_probe()
+            return
+        longest = config.longest_cooldown_s
+        rule = CooldownRule(config.cooldown_s, longest, min(failure.retry_after or 0.0, longest))
+        cooldown = self.health.cool_down(route, self.clock.time(), rule, failure.kind.value)
+        self.known.add(route)
+        # Calls walk past the route while it cools and while it recovers after.
+        self.wiring.own.remember(route, cooldown.until + longest)
+        self.telemetry.cooldown(self.span, route, cooldown.seconds, cooldown.until)
+        if self.probing == route:
+            self.telemetry.probe(self.span, route, "failure")
+            self.probing = None
+
+    def failed(
+        self, exc: BaseException, discarded: Counter[str] | None = None
+    ) -> Steps[policy.Decision]:
+        """Account for a failed attempt and decide what comes next.
+
+        The user's rules (classifiers, a ``fallback_on`` predicate) are asked once here; the
+        time they take counts against the call's deadline, which the decision reads after
+        them: a slow rule ends the call with its error rather than buying it more attempts.
+        """
+        failure = self.classify(exc)
+        config = self.config
+        act = policy.action(config, failure)
+        qualifying = act != "surface"
+        aborted = isinstance(exc, ABORTS)
+        starved = _starved(exc)
+        self._record_health(
+            Outcome.FAILURE if qualifying and not aborted and not starved else Outcome.NEUTRAL
+        )
+        outcome: Literal["failure", "rejected", "aborted"] = (
+            "aborted" if aborted else "rejected" if isinstance(exc, CircuitOpenError) else "failure"
+        )
+        self._end_attempt(outcome, failure)
+        source = str(self.current)
+        if discarded:
+            self.telemetry.partial_discarded(self.span, source, discarded)
+        if aborted:
+            # Cancellation is the caller's decision, never a reason to move.
+            self._release_probe()
+            return GiveUp(GiveUpReason.NOT_QUALIFYING, qualifying=False)
+        probe = self.probing == source
+        now = self.clock.time()
+        # One call at a time spends its retry budget on a failing route: another call that
+        # fails there meanwhile treats it as degraded (it swaps), as it will once that call
+        # gives up and cools it. Pinned calls keep their retries.
+        busy = not self.pinned and not self.wiring.own.retry(
+            source, self, now, now + max(self.time.remaining(), 0.0)
+        )
+        # A breaker that refused the attempt already keeps calls off the route; a timeout of a
+        # starved process says nothing about it (the call still moves on: its time is going).
+        blame = qualifying and failure.kind is not FailureKind.BREAKER_OPEN and not starved
+        try:
+            decision = yield from self._choose(
+                lambda degraded: policy.decide(
+                    config,
+                    failure,
+                    requested=str(self.requested),
+                    current=source,
+                    retries=self.retries,
+                    swaps=self.swaps,
+                    degraded=(
+                        frozenset()
+                        if self.pinned
+                        else _Either(degraded, {source})
+                        if busy
+                        else _Except(degraded, source)
+                        if source in self.known
+                        else degraded
+                    ),
+                    effects=bool(self.attempt.effects),
+                    remaining_s=self.time.remaining(),
+                    probe=probe,
+                    rand=self.clock.random,
+                    act=act,
+                )
+            )
+        except Exception as error:
+            # A decision that cannot be made (a config the policy cannot compute with) must
+            # not replace the upstream failure: that error surfaces, with a note saying why.
+            exc.add_note(f"swerve: no failover decision ({type(error).__name__}: {error})")
+            decision = GiveUp(GiveUpReason.NOT_QUALIFYING, qualifying=qualifying)
+        if not isinstance(decision, Retry):
+            self.wiring.own.retried(source, self)
+        if isinstance(decision, Retry):
+            self.retries += 1
+            self.telemetry.retry(self.span, source, self.attempt.number, decision.delay, failure)
+            return decision
+        if blame:
+            self._cool_down(failure)
+            # The fleet's next call must find it, however soon it starts: an async call waits
+            # for its store to share it (a sync call's store did, on this thread).
+            if (settle := getattr(self.health, "asettle", None)) is not None:
+                yield Settle(settle)
+        elif probe:
+            self._release_probe()  # says nothing about the route: the next call may probe
+        if isinstance(decision, Swap):
+            for skipped in decision.skipped:
+                self._skip(skipped)
+            self.swaps += 1
+            self.retries = 0
+            # A retry the route's health refused says so ("degraded"), not the failure's kind.
+            why = "degraded" if decision.degraded else failure.kind.value
+            self.telemetry.swap(self.span, source, decision.route, why, self.swaps)
+            self.current = self.wiring.route(decision.route)
+        else:
+            self.telemetry.swap_declined(self.span, source, decision.reason.value)
+        return decision
+
+    def failed_mid_stream(self, exc: BaseException, partial: tuple[object, ...]) -> MidStreamError:
+        """A live stream broke after output reached the consumer: degrade, report, surface."""
+        failure = self.classify(exc)
+        qualifying = policy.qualifies(self.config, failure) and not _starved(exc)
+        self._record_health(Outcome.FAILURE if qualifying else Outcome.NEUTRAL)
+        self._end_attempt("failure", failure)
+        if qualifying:
+            self._cool_down(failure)
+        else:
+            self._release_probe()
+        self.telemetry.swap_declined(self.span, str(self.current), "mid_stream")
+        error = MidStreamError(self.current, self.requested, failure, partial)
+        error.__cause__ = exc
+        return error
+
+    # -- the call -----------------------------------------------------------------------------
+    def unary(self, fn: Callable[[Attempt], object]) -> Steps[Result[Any]]:
+        """The whole of a unary call: attempts until one succeeds or the error surfaces."""
+        try:
+            yield from self.start()
+            while True:
+                attempt = self.begin()
+                try:
+                    yield from self.admit()
+                    value = yield Invoke(fn, attempt, self.attached, self.time.next_limit)
+                except BaseException as exc:
+                    decision = yield from self.failed(exc)
+                    if isinstance(decision, Retry):
+                        yield Sleep(self.clock, self.time.wait(decision.delay))
+                        continue
+                    if isinstance(decision, Swap):
+                        continue
+                    raise
+                self.succeeded()
+                return self.finish_ok(value)
+        except BaseException as exc:
+            self.finish_error(exc)
+            raise
+
+    def classify(self, exc: BaseException) -> Failure:
+        """``exc``'s Failure, asking the rules only for an error not classified already."""
+        judged = self.judged
+        if judged is not None and judged[0] is exc:
+            return judged[1]
+        failure = self.wiring.classify(exc)
+        self.judged = (exc, failure)
+        return failure
+
+    def _summarise(self, attrs: dict[str, AttributeValue]) -> None:
+        # Retries and swaps only when there were some: each attribute costs on the hot path.
+        attrs[CALL_ATTEMPTS] = len(self.records)
+        if len(self.records) > 1:
+            attrs[CALL_RETRIES] = sum(1 for r in self.records if r.retry > 0)
+            attrs[CALL_SWAPS] = self.swaps
+        self.span.set_attributes(attrs)
+
+    def finish_ok(self, value: T) -> Result[T]:
+        served = self.served or self.current
+        duration = self.time.in_call()
+        self._summarise({ROUTE_SERVED: str(served), GEN_AI_RESPONSE_MODEL: served.model})
+        self.span.end()
+        added = None
+        if len(self.records) > 1:  # a first-try success adds nothing; keep it off the hot path
+            added = max(duration - self.records[-1].duration_s, 0.0)
+        self.telemetry.call_ended(str(self.requested), duration, served=str(served), added=added)
+        return self.result(value)
+
+    def finish_error(self, exc: BaseException) -> None:
+        """The call surfaces ``exc``: its note, its duration metric and (when traced) its span's
+        status, whether or not a tracer records; a failed call is off the hot path."""
+        self._release_probe()  # the call ended on an error of its own, not the route's
+        self.wiring.own.retried(str(self.current), self)
+        failure = self.classify(
+            exc.__cause__ if isinstance(exc, MidStreamError) and exc.__cause__ else exc
+        )
+        if self.span.is_recording():
+            self._summarise({ERROR_TYPE: failure.error_type})
+            self.span.set_status(Status(StatusCode.ERROR, failure.kind.value))
+        self.span.end()
+        self.telemetry.call_ended(
+            str(self.requested), self.time.in_call(), error_type=failure.error_type
+        )
+        _annotate(exc, self.requested, self.records)
+
+    def result(self, value: T) -> Result[T]:
+        served = self.served or self.current
+        return Result(value, served, self.requested, tuple(self.records), tuple(self.skipped))
+
+
+def _starved(exc: BaseException) -> bool:
+    """A timeout whose timer fired far too late: this process, not the route, was slow."""
+    return isinstance(exc, AttemptTimeout) and exc.starved
+
+
+def _target(choice: object) -> str | None:
+    """The route a start (``(route, skipped)``) or a :class:`Swap` lands on."""
+    if isinstance(choice, Swap):
+        return choice.route
+    if isinstance(choice, tuple) and choice and isinstance(choice[0], str):
+        return choice[0]
+    return None
+
+
+class _Either:
+    """The store's routes to walk past, plus those this call found taken, without copying.
+
+    It remembers its last answer: the walk's last question is about the route it lands on,
+    which :meth:`_Call._choose` asks again (one store lookup per choice, not two)."""
+
+    __slots__ = ("_answer", "_base", "_extra", "_last")
+
+    def __init__(self, base: Container[str], extra: set[str]) -> None:
+        self._base = base
+        self._extra = extra
+        self._last: object = None
+        self._answer = False
+
+    def __contains__(self, route: object) -> bool:
+        if route is not self._last:
+            self._answer = route in self._extra or route in self._base
+            self._last = route
+        return self._answer
+
+
+class _Except:
+    """The store's routes to walk past, but for ``route`` (one this call knew was degraded:
+    its retries there stand; the policy still walks past it on a swap)."""
+
+    __slots__ = ("_base", "_route")
+
+    def __init__(self, base: Container[str], route: str) -> None:
+        self._base = base
+        self._route = route
+
+    def __contains__(self, route: object) -> bool:
+        return route != self._route and route in self._base
+
+
+def _annotate(exc: BaseException, requested: Route, records: list[AttemptRecord]) -> None:
+    """The error that surfaces keeps its type; a note says what swerve tried."""
+    if isinstance(exc, ABORTS) or not records:
+        return
+    tried = ", ".join(f"{r.route}#{r.number}" for r in records)
+    exc.add_note(f"swerve: requested {requested}; attempts: {tried}")

@@ -1,0 +1,245 @@
+"""What the engine hands over and hands back: the attempt a function runs, the result of a
+call and its attempt records, how a stream's chunks are read, and the stream's own signals."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Generic, Literal, TypeVar
+
+from .._failures import Failure
+from .routes import Route
+
+__all__ = [
+    "Attempt",
+    "AttemptRecord",
+    "CooldownLearned",
+    "MidStreamError",
+    "PartKind",
+    "Result",
+    "SkippedRoute",
+    "StreamReset",
+    "StreamSpec",
+    "Usage",
+    "passthrough",
+]
+
+T = TypeVar("T")
+C = TypeVar("C")
+D = TypeVar("D")
+PartKind = Literal["text", "reasoning", "tool_call", "other"]
+CooldownLearned = Literal["this_failover", "elsewhere"]
+"""Who learned the cooldown (or opened the breaker) a call walked past: this Failover, or
+someone else sharing its health store (another Failover in the process, another process
+through Redis, an operator)."""
+
+
+class Attempt:
+    """One call on one route, handed to the function swerve runs.
+
+    ``timeout`` is the time this attempt may still take (the attempt limit and the call's
+    deadline, whichever is sooner) and ``read_timeout`` the longest wait for the next chunk.
+    Hand the client :meth:`timeout_or` rather than ``timeout``: it keeps the client's own
+    default when the config sets no limit (in async code swerve also enforces the limits
+    itself). Call :meth:`record_effect` when something happened that must not happen twice
+    (a tool ran): a failure after that surfaces instead of being retried. An adapter that can
+    read the provider's token usage or finish reasons hands them to :meth:`report_usage`.
+
+    ``limited``: whether ``timeout`` is a limit the config set (``attempt_timeout_s`` or
+    ``deadline_s``), rather than only the generous bound swerve derives for every call.
+    """
+
+    __slots__ = (
+        "_effects",
+        "_finish_reasons",
+        "_input_tokens",
+        "_limited",
+        "_output_tokens",
+        "number",
+        "read_timeout",
+        "requested",
+        "retry",
+        "route",
+        "swap",
+        "timeout",
+    )
+
+    def __init__(
+        self,
+        route: Route,
+        requested: Route,
+        number: int = 1,
+        retry: int = 0,
+        swap: int = 0,
+        timeout: float | None = None,
+        read_timeout: float | None = None,
+        *,
+        limited: bool = True,
+    ) -> None:
+        self.route = route
+        self.requested = requested
+        self.number = number
+        self.retry = retry
+        self.swap = swap
+        self.timeout = timeout
+        self.read_timeout = read_timeout
+        self._limited = limited
+        self._effects: list[str] = []
+        self._input_tokens: int | None = None
+        self._output_tokens: int | None = None
+        self._finish_reasons: list[str] = []
+
+    def timeout_or(self, default: D) -> float | D:
+        """swerve's limit for this attempt when there is one (``timeout``: 0.0 once it has
+        passed, never negative), else ``default`` unchanged.
+
+        ``client.post(..., timeout=attempt.timeout_or(httpx.USE_CLIENT_DEFAULT))``: ``None``
+        would turn httpx's own timeout off, so a hanging provider would hang the call. With no
+        ``attempt_timeout_s`` or ``deadline_s`` the client's default bounds each attempt, as
+        the call's derived bound assumes it does.
+        """
+        if self.timeout is None or not self._limited:
+            return default
+        return self.timeout
+
+    def record_effect(self, what: str = "effect") -> None:
+        self._effects.append(what)
+
+    @property
+    def effects(self) -> tuple[str, ...]:
+        return tuple(self._effects)
+
+    def report_usage(
+        self,
+        input_tokens: int | None = None,
+        output_tokens: int | None = None,
+        finish_reasons: Iterable[str] = (),
+    ) -> None:
+        """What the provider said about this attempt, as the adapter reads it: a token count
+        given replaces the one before (providers report running totals), and each finish
+        reason is added (one per choice). The attempt's span carries them when it ends, and a
+        failed attempt's tokens count as what failover cost."""
+        if input_tokens is not None:
+            self._input_tokens = input_tokens
+        if output_tokens is not None:
+            self._output_tokens = output_tokens
+        self._finish_reasons.extend(finish_reasons)
+
+    @property
+    def usage(self) -> Usage:
+        return Usage(self._input_tokens, self._output_tokens, tuple(self._finish_reasons))
+
+    def __repr__(self) -> str:
+        return (
+            f"Attempt(route={self.route}, number={self.number}, "
+            f"retry={self.retry}, swap={self.swap})"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """The tokens and finish reasons an attempt reported (None, empty: not known)."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    finish_reasons: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRecord:
+    """What happened on one attempt."""
+
+    route: Route
+    number: int
+    retry: int
+    swap: int
+    outcome: Literal["success", "failure", "rejected", "aborted"]
+    failure: Failure | None
+    duration_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class SkippedRoute:
+    """A degraded route a call walked past (at its start or on a swap), and who learned the
+    cooldown or open breaker that made it skip (:data:`CooldownLearned`)."""
+
+    route: Route
+    learned: CooldownLearned
+
+
+@dataclass(frozen=True, slots=True)
+class Result(Generic[T]):
+    """A call's value, the route that answered, the route asked for, every attempt, and the
+    degraded routes it walked past."""
+
+    value: T
+    route: Route
+    requested: Route
+    attempts: tuple[AttemptRecord, ...]
+    skipped: tuple[SkippedRoute, ...] = ()
+
+    @property
+    def retries(self) -> int:
+        return sum(1 for a in self.attempts if a.retry > 0)
+
+    @property
+    def swaps(self) -> int:
+        return max((a.swap for a in self.attempts), default=0)
+
+
+def passthrough(requested: Route, value: T, duration_s: float) -> Result[T]:
+    """The result of a call swerve let straight through: its one attempt, a success on the
+    requested route (no span, no metric: only the record the caller reads)."""
+    record = AttemptRecord(requested, 1, 0, 0, "success", None, duration_s)
+    return Result(value, requested, requested, (record,))
+
+
+def _any_part(_: object) -> PartKind | None:
+    return "other"
+
+
+@dataclass(frozen=True, slots=True)
+class StreamSpec(Generic[C]):
+    """How the engine reads an adapter's chunks.
+
+    ``part`` names the kind of output a chunk carries, or None when it carries none (a role-only
+    or empty delta, a keep-alive): the attempt commits at the first chunk with a part.
+    ``is_finish`` recognises the chunk that ends a complete stream; when given, a stream that
+    ends without one is a failure (a silent truncation is never a success).
+    ``keep_partial``: whether the chunks delivered so far are kept for
+    :attr:`MidStreamError.partial`. An adapter that hands each chunk on and never reads the
+    partial output back (the httpx transport) turns it off, so no stream is held in memory.
+    """
+
+    part: Callable[[C], PartKind | None] = _any_part
+    is_finish: Callable[[C], bool] | None = None
+    keep_partial: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class StreamReset:
+    """Yielded by a ``mid_stream="restart"`` stream before the new route's first chunk: drop
+    everything received since the stream began (or since the last reset)."""
+
+    route: Route
+    next_route: Route
+
+
+class MidStreamError(Exception):
+    """A stream failed after its output had started reaching the consumer.
+
+    The route is already marked degraded. ``partial`` holds the chunks delivered before the
+    failure; the original error is ``__cause__``.
+    """
+
+    def __init__(
+        self, route: Route, requested: Route, failure: Failure, partial: tuple[object, ...]
+    ) -> None:
+        self.route = route
+        self.requested = requested
+        self.failure = failure
+        self.partial = partial
+        super().__init__(
+            f"stream from {route} failed after output had started ({failure.kind.value}"
+            f"{f', status {failure.status}' if failure.status else ''}); requested {requested}"
+        )

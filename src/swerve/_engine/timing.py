@@ -1,0 +1,109 @@
+"""A call's time: its deadline, the current attempt's limits, and the waits they allow."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+from .._failures import AttemptTimeout
+from .clock import Clock
+from .config import FallbackConfig
+
+__all__ = ["CallTime"]
+
+
+class CallTime:
+    """When the call began, when its attempt began and its last chunk came, on the call's
+    monotonic clock; and from those, the limit that ends soonest."""
+
+    __slots__ = (
+        "_clock",
+        "_config",
+        "_last",
+        "_offset",
+        "attempt_t0",
+        "deadline",
+        "last_chunk",
+        "t0",
+    )
+
+    def __init__(self, config: FallbackConfig, clock: Clock) -> None:
+        self._config = config
+        self._clock = clock
+        self._offset = 0.0
+        self._last = clock.monotonic()
+        if not math.isfinite(self._last):
+            self._last = 0.0
+        self.t0 = self.attempt_t0 = self.last_chunk = self._last
+        self.deadline = self.t0 + config.call_bound_s
+
+    def now(self) -> float:
+        """The call's monotonic time, which never goes back: a clock that steps back (a broken
+        or injected ``Clock``) continues from the latest time seen, so no limit of the call is
+        extended by the step; a reading that is not a number counts as no time passing."""
+        now = self._clock.monotonic() + self._offset
+        if now >= self._last:
+            self._last = now
+            return now
+        if math.isfinite(now):  # stepped back: carry on from where the call had got to
+            self._offset += self._last - now
+        return self._last
+
+    def in_call(self) -> float:
+        return self.now() - self.t0
+
+    def in_attempt(self) -> float:
+        return self.now() - self.attempt_t0
+
+    def begin_attempt(self, stream: bool = True) -> tuple[float | None, float | None]:
+        """Start the clock of a new attempt; its ``(timeout, read_timeout)`` for the client.
+        The first-token limit is a stream's: a unary attempt's reads are not held to it."""
+        self.attempt_t0 = self.last_chunk = self.now()
+        timeout = read = None
+        _, left = self.next_limit(committed=not stream)
+        if left is not None:
+            read = max(left, 0.0)
+        ends = [end for name, end in self._limits(True) if name in ("deadline", "attempt")]
+        if ends:
+            timeout = max(min(ends) - self.attempt_t0, 0.0)
+        return timeout, read
+
+    def received(self) -> None:
+        """A chunk arrived: the stall limit counts from now."""
+        self.last_chunk = self.now()
+
+    def _limits(self, committed: bool) -> Iterator[tuple[str, float]]:
+        """Absolute (monotonic) ends of the limits that apply to the next wait."""
+        c = self._config
+        yield "deadline", self.deadline
+        if c.attempt_timeout_s is not None:
+            yield "attempt", self.attempt_t0 + c.attempt_timeout_s
+        if not committed and c.first_token_timeout_s is not None:
+            yield "first_token", self.attempt_t0 + c.first_token_timeout_s
+        if c.stall_timeout_s is not None:
+            yield "stall", self.last_chunk + c.stall_timeout_s
+
+    def next_limit(self, committed: bool) -> tuple[str | None, float | None]:
+        """The limit that ends soonest for the next wait, and the seconds left until it."""
+        soonest = min(self._limits(committed), key=lambda lim: lim[1], default=None)
+        if soonest is None:
+            return None, None
+        return soonest[0], soonest[1] - self.now()
+
+    def check_limits(self, committed: bool) -> None:
+        """Sync streams cannot be pre-empted: a chunk that came too late counts as a timeout."""
+        now = self.now()
+        for limit, end in self._limits(committed):
+            if now > end:
+                raise AttemptTimeout(limit, now - self.attempt_t0)
+
+    def remaining(self) -> float:
+        return self.deadline - self.now()
+
+    def wait(self, delay: float) -> float:
+        """The wait before the next attempt: the policy's, within ``[0, remaining()]``, so a
+        delay that is not finite (an overflowing backoff) can neither sleep forever nor fail
+        inside the sleep and mask the upstream error."""
+        if not math.isfinite(delay) or delay <= 0:
+            return 0.0
+        return min(delay, max(self.remaining(), 0.0))

@@ -1,0 +1,456 @@
+"""Telemetry: the one object that emits swerve's spans, events, metrics and logs.
+
+Every name it emits lives in :mod:`swerve._telemetry.names` (and is importable from here too,
+where the engine, the dashboards and the tests read them); the metric attribute caps live in
+:mod:`swerve._telemetry.bounded`. Prompt and completion text are never recorded, nor are
+credentials: failure messages pass through redaction before they reach a span.
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from opentelemetry import context as otel_context
+from opentelemetry import metrics, trace
+from opentelemetry.context import Context
+from opentelemetry.metrics import CallbackOptions, Observation
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.util.types import AttributeValue
+
+from .._engine.clock import SYSTEM_CLOCK, Clock
+from .._engine.results import Usage
+from .._failures import Failure
+from .._version import __version__
+from . import names as n
+from .bounded import ERROR_TYPE_LIMIT, OVERFLOW, ROUTE_LIMIT, AttributeBounds, Attributes
+from .counts import Counts
+from .names import *  # noqa: F403
+from .redact import printable
+
+if TYPE_CHECKING:
+    from .._health.store import BreakerTransition, HealthStore
+
+__all__ = ["ERROR_TYPE_LIMIT", "OVERFLOW", "ROUTE_LIMIT", "Attached", "Telemetry"]
+__all__ += ["default_telemetry"]
+__all__ += n.__all__  # every name swerve emits
+
+_log = logging.getLogger("swerve")
+
+
+def _loggable(value: object) -> str:
+    """``value`` for one log line: control characters (newlines, ANSI escapes) escaped, so a
+    route name or a reason cannot forge or recolour lines of an operator's log."""
+    return printable(str(value))
+
+
+class Telemetry:
+    """Emits swerve's spans, events, metrics and logs through the given (or global) providers.
+
+    Instruments are created once here, never on the call path. ``record_messages`` is the
+    opt-in for failure messages on spans (redacted either way; off by default). ``clock``'s
+    wall time is the instant the route-health gauges read the stores at.
+    """
+
+    def __init__(
+        self,
+        tracer_provider: trace.TracerProvider | None = None,
+        meter_provider: metrics.MeterProvider | None = None,
+        *,
+        record_messages: bool = False,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        self.tracer = trace.get_tracer(n.INSTRUMENTATION_NAME, __version__, tracer_provider)
+        meter = metrics.get_meter(n.INSTRUMENTATION_NAME, __version__, meter_provider)
+        self.record_messages = record_messages
+        self._health: weakref.WeakSet[HealthStore] = weakref.WeakSet()
+        self._clock = clock
+        self._bounds = AttributeBounds()
+
+        def counter(name: str, unit: str, description: str) -> Counts:
+            counts = Counts(self._bounds)
+            meter.create_observable_counter(name, [counts.observe], unit, description)
+            return counts
+
+        def histogram(name: str, description: str) -> metrics.Histogram:
+            return meter.create_histogram(
+                name, "s", description, explicit_bucket_boundaries_advisory=n.DURATION_BUCKETS
+            )
+
+        self.attempts = counter(n.METRIC_ATTEMPTS, "{attempt}", "Attempts, by route and outcome")
+        self.retries = counter(n.METRIC_RETRIES, "{retry}", "Same-route retries")
+        self.swaps = counter(n.METRIC_SWAPS, "{swap}", "Swaps from one route to another")
+        self.swaps_declined = counter(
+            n.METRIC_SWAPS_DECLINED, "{decision}", "Failures surfaced instead of swapped"
+        )
+        self.cooldowns = counter(n.METRIC_COOLDOWNS, "{cooldown}", "Cooldowns started or extended")
+        self.route_skips = counter(
+            n.METRIC_ROUTE_SKIPS, "{skip}", "Degraded routes a call walked past"
+        )
+        self.breaker_transitions = counter(
+            n.METRIC_BREAKER_TRANSITIONS, "{transition}", "Circuit breaker state changes"
+        )
+        self.probes = counter(
+            n.METRIC_PROBES, "{probe}", "Recovery probes of routes whose cooldown ended, by outcome"
+        )
+        self.partial_discards = counter(
+            n.METRIC_PARTIAL_DISCARDS,
+            "{discard}",
+            "Failed attempts whose partial output was dropped",
+        )
+        self.cache_fixes = counter(
+            n.METRIC_CACHE_FIXES,
+            "{fix}",
+            "Request bodies whose empty-text cache markers were moved",
+        )
+        self.downgrades = counter(
+            n.METRIC_DOWNGRADES,
+            "{downgrade}",
+            "Request bodies adapted for another provider on a swap",
+        )
+        self.failover_tokens = counter(
+            n.METRIC_FAILOVER_TOKENS, "{token}", "Tokens the failed attempts used, by type"
+        )
+        self.store_rejected = counter(
+            n.METRIC_STORE_REJECTED,
+            "{value}",
+            "Values read from a shared health store (Redis) that failed validation, by reason",
+        )
+        self.call_duration = histogram(
+            n.METRIC_CALL_DURATION, "Logical call duration, waits included"
+        )
+        self.attempt_duration = histogram(n.METRIC_ATTEMPT_DURATION, "Duration of one attempt")
+        self.added_latency = histogram(
+            n.METRIC_ADDED_LATENCY, "Call duration minus the serving attempt's: what failover cost"
+        )
+        self.time_to_first_chunk = histogram(
+            n.METRIC_TIME_TO_FIRST_CHUNK, "From attempt start to its first content chunk"
+        )
+        for name, observe, description in (
+            (n.METRIC_ROUTE_DEGRADED, self._observe_degraded, "1 while a route is cooling down"),
+            (n.METRIC_BREAKER_STATE, self._observe_breaker, "Breaker state per route: 0 closed, "
+             "1 half-open, 2 open"),
+            (n.METRIC_STORE_UP, self._observe_store, "1 while a shared health store (Redis) "
+             "shares health, 0 while each process is alone"),
+        ):  # fmt: skip
+            meter.create_observable_gauge(name, [observe], "1", description)
+
+    # -- gauges ---------------------------------------------------------------------------------
+    def watch(self, health: HealthStore) -> None:
+        """Report ``health``'s routes in the degraded and breaker-state gauges."""
+        self._health.add(health)
+
+    def _snapshots(self) -> dict[str, tuple[int, int]]:
+        """Route -> (degraded, breaker state value), bounded like every route attribute: the
+        routes past the limit are one OVERFLOW route, degraded if any of them is, its breaker
+        in the worst state any of them is in."""
+        now = self._clock.time()
+        out: dict[str, tuple[int, int]] = {}
+        for store in list(self._health):
+            for health in store.snapshot(now):
+                route = self._bounds.route(health.route)
+                degraded, state = int(health.degraded), n.BREAKER_STATE_VALUES[health.breaker.value]
+                seen = out.get(route)
+                if seen is not None:
+                    degraded, state = max(degraded, seen[0]), max(state, seen[1])
+                out[route] = (degraded, state)
+        return out
+
+    def _observe_degraded(self, _: CallbackOptions) -> Iterable[Observation]:
+        # Degraded means what calls act on: walked past because it is cooling down, awaiting a
+        # successful probe, or has its breaker open. It drops to 0 only when a probe succeeds.
+        return [
+            Observation(degraded, {n.ROUTE: route})
+            for route, (degraded, _) in self._snapshots().items()
+        ]
+
+    def _observe_store(self, _: CallbackOptions) -> Iterable[Observation]:
+        return [
+            Observation(int(sharing), {n.STORE: str(getattr(store, "description", "store"))})
+            for store in list(self._health)
+            if isinstance(sharing := getattr(store, "sharing", None), bool)
+        ]
+
+    def store(self, description: str, up: bool, reason: str) -> None:
+        """A shared health store started or stopped sharing (a span of its own with one event:
+        it happens outside any call)."""
+        attrs: dict[str, AttributeValue] = {n.STORE: description, n.STORE_UP: up}
+        if reason:
+            attrs[n.STORE_REASON] = reason
+        span = self.tracer.start_span(n.SPAN_STORE, kind=SpanKind.INTERNAL, attributes=attrs)
+        span.add_event(n.EVENT_STORE, attrs)
+        span.end()
+        if up:
+            _log.info("sharing route health through %s", _loggable(description))
+        else:
+            _log.warning(
+                "route health is not shared (%s unreachable: %s); each process "
+                "decides alone until it returns",
+                _loggable(description),
+                _loggable(reason or "not connected"),
+            )
+
+    def _observe_breaker(self, _: CallbackOptions) -> Iterable[Observation]:
+        return [
+            Observation(state, {n.ROUTE: route}) for route, (_, state) in self._snapshots().items()
+        ]
+
+    # -- metric attributes ---------------------------------------------------------------------
+    def bounded(self, attributes: Attributes) -> dict[str, AttributeValue]:
+        """``attributes`` for a metric: route names and error types past their limits become
+        OVERFLOW (see ROUTE_LIMIT, ERROR_TYPE_LIMIT)."""
+        return self._bounds(attributes)
+
+    def attempt_ended(
+        self, route: str, outcome: str, error_type: str | None, duration: float
+    ) -> None:
+        """One attempt ended: the attempts counter and the attempt duration histogram."""
+        attrs: dict[str, AttributeValue] = {n.ROUTE: route, n.ATTEMPT_OUTCOME: outcome}
+        if error_type is not None:
+            attrs[n.ERROR_TYPE] = error_type
+        attrs = self.bounded(attrs)
+        self.attempts.add_bounded(1, attrs)
+        self.attempt_duration.record(duration, attrs)
+
+    def call_ended(
+        self,
+        requested: str,
+        duration: float,
+        *,
+        served: str | None = None,
+        error_type: str | None = None,
+        added: float | None = None,
+    ) -> None:
+        """A call ended, served (``served``) or failed (``error_type``): its duration and, when
+        failover happened, the latency it added."""
+        attrs: dict[str, AttributeValue] = {n.ROUTE_REQUESTED: requested}
+        if served is not None:
+            attrs[n.ROUTE_SERVED] = served
+        if error_type is not None:
+            attrs[n.ERROR_TYPE] = error_type
+        attrs = self.bounded(attrs)
+        self.call_duration.record(duration, attrs)
+        if added is not None:
+            self.added_latency.record(added, attrs)
+
+    def first_chunk(self, route: str, seconds: float) -> None:
+        """A stream attempt's first content chunk came ``seconds`` after the attempt began."""
+        self.time_to_first_chunk.record(seconds, {n.ROUTE: self._bounds.route(route)})
+
+    # -- spans ----------------------------------------------------------------------------------
+    def start_call(self, operation: str, requested: str, provider: str, model: str) -> Span:
+        return self.tracer.start_span(
+            n.SPAN_CALL.format(operation=operation, route=requested),
+            kind=SpanKind.INTERNAL,
+            attributes={
+                n.GEN_AI_OPERATION_NAME: operation,
+                n.GEN_AI_PROVIDER_NAME: provider,
+                n.GEN_AI_REQUEST_MODEL: model,
+                n.ROUTE_REQUESTED: requested,
+            },
+        )
+
+    def start_attempt(
+        self,
+        operation: str,
+        route: str,
+        provider: str,
+        model: str,
+        number: int,
+        retry: int,
+        swap: int,
+        context: Context | None,
+    ) -> Span:
+        attributes: dict[str, AttributeValue] = {
+            n.GEN_AI_OPERATION_NAME: operation,
+            n.GEN_AI_PROVIDER_NAME: provider,
+            n.GEN_AI_REQUEST_MODEL: model,
+            n.ROUTE: route,
+            n.ATTEMPT_NUMBER: number,
+        }
+        if retry:  # absent means 0: each attribute costs on the hot path
+            attributes[n.ATTEMPT_RETRY] = retry
+        if swap:
+            attributes[n.SWAP_INDEX] = swap
+        return self.tracer.start_span(
+            n.SPAN_ATTEMPT.format(operation=operation, model=model),
+            context=context,
+            kind=SpanKind.CLIENT,
+            attributes=attributes,
+        )
+
+    def end_attempt(
+        self,
+        span: Span,
+        route: str,
+        model: str,
+        outcome: str,
+        failure: Failure | None,
+        duration: float,
+        usage: Usage,
+    ) -> None:
+        """End an attempt's span (its outcome, its failure or the model that answered, the
+        usage it reported) and count it; a failed attempt's tokens count as failover's cost."""
+        attrs: dict[str, AttributeValue] = {n.ATTEMPT_OUTCOME: outcome}
+        if failure is None:
+            attrs[n.GEN_AI_RESPONSE_MODEL] = model
+        else:
+            attrs[n.ERROR_TYPE] = failure.error_type
+            attrs[n.FAILURE_KIND] = failure.kind.value
+            attrs[n.FAILURE_IN_STREAM] = failure.in_stream
+            if failure.status is not None:
+                attrs[n.HTTP_RESPONSE_STATUS_CODE] = failure.status
+            if self.record_messages and failure.message:
+                attrs[n.FAILURE_MESSAGE] = failure.message
+            span.set_status(Status(StatusCode.ERROR, failure.kind.value))
+        if usage.input_tokens is not None:
+            attrs[n.GEN_AI_USAGE_INPUT_TOKENS] = usage.input_tokens
+        if usage.output_tokens is not None:
+            attrs[n.GEN_AI_USAGE_OUTPUT_TOKENS] = usage.output_tokens
+        # A failure before the provider said how the answer ended (a truncated stream, an error
+        # status, a reset) ended it in an error.
+        reasons = usage.finish_reasons or (("error",) if outcome == "failure" else ())
+        if reasons:
+            attrs[n.GEN_AI_RESPONSE_FINISH_REASONS] = reasons
+        span.set_attributes(attrs)
+        span.end()
+        self.attempt_ended(route, outcome, failure.error_type if failure else None, duration)
+        if outcome == "failure":
+            for kind, count in (
+                (n.TOKEN_INPUT, usage.input_tokens),
+                (n.TOKEN_OUTPUT, usage.output_tokens),
+            ):
+                if count:
+                    self.failover_tokens.add(
+                        count, {n.ROUTE: route, n.GEN_AI_TOKEN_TYPE: kind.value}
+                    )
+
+    # -- decisions ------------------------------------------------------------------------------
+    def retry(self, span: Span, route: str, attempt: int, delay: float, failure: Failure) -> None:
+        attrs: dict[str, AttributeValue] = {
+            n.ROUTE: route,
+            n.ATTEMPT_NUMBER: attempt,
+            n.RETRY_DELAY: delay,
+            n.ERROR_TYPE: failure.error_type,
+            n.FAILURE_KIND: failure.kind.value,
+        }
+        if failure.status is not None:
+            attrs[n.HTTP_RESPONSE_STATUS_CODE] = failure.status
+        span.add_event(n.EVENT_RETRY, attrs)
+        self.retries.add(1, {n.ROUTE: route, n.ERROR_TYPE: failure.error_type})
+
+    def swap(self, span: Span, source: str, target: str, reason: str, index: int) -> None:
+        span.add_event(
+            n.EVENT_SWAP,
+            {n.ROUTE_FROM: source, n.ROUTE_TO: target, n.REASON: reason, n.SWAP_INDEX: index},
+        )
+        self.swaps.add(1, {n.ROUTE_FROM: source, n.ROUTE_TO: target, n.REASON: reason})
+        # The log line the seed's operators grep for. It carries the call span's ids under the
+        # names opentelemetry-instrumentation-logging uses, so log and trace join up.
+        context = span.get_span_context()
+        _log.warning(
+            "[model-fallback] switched model from %s to %s (%s)",
+            _loggable(source),
+            _loggable(target),
+            _loggable(reason),
+            extra={
+                "swerve_route_from": source,
+                "swerve_route_to": target,
+                "swerve_reason": reason,
+                "otelTraceID": trace.format_trace_id(context.trace_id),
+                "otelSpanID": trace.format_span_id(context.span_id),
+            },
+        )
+
+    def swap_declined(self, span: Span, route: str, reason: str) -> None:
+        span.add_event(n.EVENT_SWAP_DECLINED, {n.ROUTE: route, n.REASON: reason})
+        self.swaps_declined.add(1, {n.ROUTE: route, n.REASON: reason})
+
+    def cooldown(self, span: Span | None, route: str, seconds: float, until: float) -> None:
+        if span is not None:
+            span.add_event(
+                n.EVENT_COOLDOWN,
+                {n.ROUTE: route, n.COOLDOWN_SECONDS: seconds, n.COOLDOWN_UNTIL: until},
+            )
+        self.cooldowns.add(1, {n.ROUTE: route})
+
+    def probe(self, span: Span, route: str, outcome: str) -> None:
+        """A recovery probe's verdict: ``success`` (the route is healthy again), ``failure``
+        (cooled down again, for longer) or ``inconclusive`` (given back unjudged)."""
+        span.add_event(n.EVENT_PROBE, {n.ROUTE: route, n.PROBE_OUTCOME: outcome})
+        self.probes.add(1, {n.ROUTE: route, n.PROBE_OUTCOME: outcome})
+
+    def operator(self, span: Span, route: str, action: str) -> None:
+        """An operator ``cleared`` or ``drained`` the route (``swerve routes``)."""
+        span.add_event(n.EVENT_OPERATOR, {n.ROUTE: route, n.OPERATOR_ACTION: action})
+
+    def route_skipped(self, span: Span, route: str, learned: str) -> None:
+        """A call walked past ``route``, degraded by a cooldown or breaker ``learned`` by its own
+        Failover (``this_failover``) or by another sharing its store (``elsewhere``)."""
+        attrs = {n.ROUTE: route, n.REASON: "degraded", n.COOLDOWN_LEARNED: learned}
+        span.add_event(n.EVENT_ROUTE_SKIPPED, attrs)
+        self.route_skips.add(1, {n.ROUTE: route})
+
+    def breaker(self, span: Span | None, transition: BreakerTransition) -> None:
+        attrs = {
+            n.ROUTE: transition.route,
+            n.BREAKER_FROM: transition.before.value,
+            n.BREAKER_TO: transition.after.value,
+        }
+        if span is not None:
+            span.add_event(n.EVENT_BREAKER, attrs)
+        self.breaker_transitions.add(1, attrs)
+
+    def partial_discarded(self, span: Span, route: str, counts: Mapping[str, int]) -> None:
+        attrs: dict[str, AttributeValue] = {n.ROUTE: route}
+        for part, count in counts.items():
+            attrs[n.DISCARDED_BY_PART.get(part, n.DISCARDED_OTHER)] = count
+        span.add_event(n.EVENT_PARTIAL_DISCARDED, attrs)
+        self.partial_discards.add(1, {n.ROUTE: route})
+
+    def stream_reset(self, span: Span, route: str, target: str) -> None:
+        span.add_event(n.EVENT_STREAM_RESET, {n.ROUTE_FROM: route, n.ROUTE_TO: target})
+
+    def cache_fix(self, route: str, blocks: int, moved_to: Sequence[str]) -> None:
+        """Empty-text ``cache_control`` markers moved (or dropped) in an outgoing body."""
+        span = trace.get_current_span()
+        span.add_event(
+            n.EVENT_CACHE_FIX,
+            {n.ROUTE: route, n.CACHE_FIX_BLOCKS: blocks, n.CACHE_FIX_MOVED_TO: moved_to},
+        )
+        self.cache_fixes.add(1, {n.ROUTE: route})
+
+    def downgrade(self, route: str, removed: Sequence[str]) -> None:
+        """Fields another provider's target does not accept were removed from a swapped body."""
+        trace.get_current_span().add_event(
+            n.EVENT_DOWNGRADE, {n.ROUTE: route, n.DOWNGRADE_REMOVED: removed}
+        )
+        self.downgrades.add(1, {n.ROUTE: route})
+
+
+class Attached:
+    """Make the attempt span current while the adapter's code runs, so HTTP spans nest under it."""
+
+    __slots__ = ("_ctx", "_token")
+
+    def __init__(self, ctx: otel_context.Context) -> None:
+        self._ctx = ctx
+
+    def __enter__(self) -> None:
+        self._token = otel_context.attach(self._ctx)
+
+    def __exit__(self, *_: object) -> None:
+        otel_context.detach(self._token)
+
+
+_default: Telemetry | None = None
+
+
+def default_telemetry() -> Telemetry:
+    """The process-wide Telemetry on the global providers (proxies until they are set)."""
+    global _default
+    if _default is None:
+        _default = Telemetry()
+    return _default
