@@ -112,8 +112,8 @@ class FailoverTransport(_Transport, httpx.BaseTransport):
             return inner.handle_request(request)
         fo = self._core.failover
         try:
-            if (only := ex.direct()) is not None:
-                return self._once(ex, only)
+            if plan.off:
+                return self._once(ex, ex.direct())
             if not plan.stream:
                 return fo.call(plan.route, lambda a: self._once(ex, a), pin=plan.pin).value
             stream = fo.stream(plan.route, lambda a: self._chunks(ex, a), _SPEC, pin=plan.pin)
@@ -123,22 +123,34 @@ class FailoverTransport(_Transport, httpx.BaseTransport):
         return ex.respond(head, stream)
 
     def _once(self, ex: _Exchange, attempt: Attempt) -> Any:
-        with ex.scrubbing():
-            rx = ex.attempt(attempt, stream=False)
+        # Written out (no context manager, no helper per step): every unary attempt runs it.
+        try:
+            rx = _Receiving(ex, attempt, stream=False)
             token = CURRENT.set(rx.bound)  # every socket operation keeps to the attempt's time
             try:
-                response = self._send(rx)
-                return rx.complete(response, self._read(rx, response))
+                response = rx.inner.handle_request(rx.request)
+                if rx.limits is not None:  # headers that came too late are a timeout too
+                    try:
+                        rx.limits.check(False)
+                    except BaseException:
+                        response.close()
+                        raise
+                content = self._read(rx, response)
+                return ex.core.complete(rx.route, response, content, rx.whole, rx.attempt)
             except Exception as exc:
                 if (limit := rx.ran_out(exc)) is None:
                     raise
                 raise limit from exc
             finally:
                 CURRENT.reset(token)
+        except Exception as exc:
+            # Every configured secret out before the engine, the spans or the client see it.
+            ex.core.scrubbed(exc)
+            raise
 
     def _chunks(self, ex: _Exchange, attempt: Attempt) -> Iterator[_Chunk]:
         with ex.scrubbing():
-            rx = ex.attempt(attempt, stream=True)
+            rx = _Receiving(ex, attempt, stream=True)
             try:
                 # Set only while swerve itself runs: never across a yield (the consumer's).
                 token = CURRENT.set(rx.bound)
@@ -215,8 +227,8 @@ class AsyncFailoverTransport(_Transport, httpx.AsyncBaseTransport):
             return await inner.handle_async_request(request)
         fo = self._core.failover
         try:
-            if (only := ex.direct()) is not None:
-                return await self._once(ex, only)
+            if plan.off:
+                return await self._once(ex, ex.direct())
             if not plan.stream:
                 return (await fo.acall(plan.route, lambda a: self._once(ex, a), pin=plan.pin)).value
             stream = fo.astream(plan.route, lambda a: self._chunks(ex, a), _SPEC, pin=plan.pin)
@@ -226,19 +238,25 @@ class AsyncFailoverTransport(_Transport, httpx.AsyncBaseTransport):
         return ex.respond(head, stream)
 
     async def _once(self, ex: _Exchange, attempt: Attempt) -> Any:
-        with ex.scrubbing():
-            rx = ex.attempt(attempt, stream=False)
+        # Written out as the sync one is: every unary attempt runs it.
+        try:
+            rx = _Receiving(ex, attempt, stream=False)
             try:
                 response = await self._send(rx)
-                return rx.complete(response, await self._read(rx, response))
+                content = await self._read(rx, response)
+                return ex.core.complete(rx.route, response, content, rx.whole, rx.attempt)
             except Exception as exc:
                 if (limit := rx.ran_out(exc)) is None:
                     raise
                 raise limit from exc
+        except Exception as exc:
+            # Every configured secret out before the engine, the spans or the client see it.
+            ex.core.scrubbed(exc)
+            raise
 
     async def _chunks(self, ex: _Exchange, attempt: Attempt) -> AsyncIterator[_Chunk]:
         with ex.scrubbing():
-            rx = ex.attempt(attempt, stream=True)
+            rx = _Receiving(ex, attempt, stream=True)
             try:
                 response = await self._send(rx)
                 try:

@@ -9,6 +9,7 @@ drivers only answer what they wait on.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import Counter
 from collections.abc import Callable, Container
 from dataclasses import dataclass
@@ -40,7 +41,7 @@ from .._telemetry.telemetry import (
     Telemetry,
 )
 from . import policy
-from .clock import Clock
+from .clock import Clock, SystemClock
 from .config import FallbackConfig
 from .policy import GiveUp, GiveUpReason, Retry, Swap
 from .results import Attempt, AttemptRecord, CooldownLearned, MidStreamError, Result, SkippedRoute
@@ -48,7 +49,7 @@ from .routes import Route
 from .steps import Admit, Claim, Invoke, Settle, Sleep, Steps
 from .timing import CallTime
 
-__all__ = ["ABORTS", "PROBE_LEASE_S", "OwnCooldowns", "Wiring"]
+__all__ = ["ABORTS", "PROBE_LEASE_S", "Derived", "OwnCooldowns", "Wiring"]
 
 T = TypeVar("T")
 ABORTS = (GeneratorExit, KeyboardInterrupt, asyncio.CancelledError, SystemExit)
@@ -83,6 +84,20 @@ class Wiring:
     own: OwnCooldowns
 
 
+class Derived:
+    """What a call reads of its config that the config alone decides: computed once per config
+    (the Failover keeps it with the config in force), never per call."""
+
+    __slots__ = ("bound_s", "enabled", "lease_s", "limited")
+
+    def __init__(self, config: FallbackConfig) -> None:
+        self.enabled = config.enabled
+        self.bound_s = config.call_bound_s
+        # Whether attempt.timeout is a limit the config set, or only the derived call bound.
+        self.limited = config.attempt_timeout_s is not None or config.deadline_s is not None
+        self.lease_s = config.attempt_timeout_s or min(self.bound_s, PROBE_LEASE_S)
+
+
 class _Call:
     """One logical call: its span, its attempts, and every decision between them."""
 
@@ -94,16 +109,20 @@ class _Call:
         *,
         stream: bool,
         pinned: bool = False,
+        derived: Derived | None = None,
     ):
+        derived = derived if derived is not None else Derived(config)
         self.wiring = wiring
-        self.clock = wiring.clock
+        self.clock = clock = wiring.clock
+        # The system clock is read directly: every reading is on the hot path.
+        self.wall = time.time if type(clock) is SystemClock else clock.time
         self.health = wiring.health
         self.telemetry = wiring.telemetry
         self.config = config
         self.requested = requested
-        self.time = CallTime(config, self.clock)
+        self.time = CallTime(config, clock, derived.bound_s)
         self.span = self.telemetry.start_call(
-            wiring.operation, str(requested), requested.provider, requested.model
+            wiring.operation, requested._name, requested.provider, requested.model
         )
         self.stream = stream
         # A pinned call stays on its route whatever its health says, retries included.
@@ -113,8 +132,8 @@ class _Call:
         self.context = trace.set_span_in_context(self.span)
         self.records: list[AttemptRecord] = []
         self.skipped: list[SkippedRoute] = []
-        # Whether attempt.timeout is a limit the config set, or only the derived call bound.
-        self.limited = config.attempt_timeout_s is not None or config.deadline_s is not None
+        self.limited = derived.limited
+        self.bound_s = derived.bound_s
         self.retries = 0
         self.swaps = 0
         self.probing: str | None = None  # the route whose recovery probe this call holds
@@ -122,7 +141,7 @@ class _Call:
         # health says nothing new, so it does not refuse this call's retries there (a retry
         # asks health to learn what others found since the call chose the route).
         self.known: set[str] = set()
-        self.lease_s = config.attempt_timeout_s or min(config.call_bound_s, PROBE_LEASE_S)
+        self.lease_s = derived.lease_s
         self.current = requested  # until start() has walked the chain
         self.served: Route | None = None
         # Per-attempt state, reset by begin().
@@ -137,7 +156,7 @@ class _Call:
 
     def start(self) -> Steps[None]:
         """Choose the route the call starts on: the first healthy one of its chain walk."""
-        config, requested = self.config, str(self.requested)
+        config, requested = self.config, self.requested._name
         start, skipped = yield from self._choose(
             lambda degraded: policy.start_route(config, requested, degraded)
         )
@@ -145,10 +164,11 @@ class _Call:
             self.telemetry.operator(self.span, route, what)
         for route in skipped:
             self._skip(route)
-        self.current = self.wiring.route(start)
+        # Most calls start where they were asked to: that route is parsed already.
+        self.current = self.requested if start == requested else self.wiring.route(start)
 
     def _skip(self, route: str) -> None:
-        learned = self.wiring.own.learned(route, self.clock.time())
+        learned = self.wiring.own.learned(route, self.wall())
         self.skipped.append(SkippedRoute(self.wiring.route(route), learned))
         self.telemetry.route_skipped(self.span, route, learned)
 
@@ -175,7 +195,7 @@ class _Call:
         route = self.current
         self.attempt_span = self.telemetry.start_attempt(
             self.wiring.operation,
-            str(route),
+            route._name,
             route.provider,
             route.model,
             number,
@@ -183,17 +203,17 @@ class _Call:
             self.swaps,
             self.context,
         )
-        if self.probing == str(route):
+        if self.probing == route._name:
             self.attempt_span.set_attribute(ATTEMPT_PROBE, True)
         self.attached = Attached(trace.set_span_in_context(self.attempt_span, self.context))
         return self.attempt
 
     def admit(self) -> Steps[None]:
         """Ask the breaker; raises :class:`CircuitOpenError` (a failure like any other) if not."""
-        if self.time.remaining() <= 0:
-            raise AttemptTimeout("deadline", self.config.call_bound_s)
+        if self.time.deadline - self.time.now() <= 0:  # remaining(), written out
+            raise AttemptTimeout("deadline", self.bound_s)
         answer = yield Admit(
-            self.health, str(self.current), self.clock.time(), self.config.breaker, self.lease_s
+            self.health, self.current._name, self.wall(), self.config.breaker, self.lease_s
         )
         admission, transition, period = cast(Admitted, answer)
         if transition is not None:
@@ -201,13 +221,13 @@ class _Call:
         self.probe = admission is Admission.PROBE
         self.period = period
         if admission is Admission.REJECTED:
-            raise CircuitOpenError(str(self.current))
+            raise CircuitOpenError(self.current._name)
 
     def _end_attempt(
         self, outcome: Literal["success", "failure", "rejected", "aborted"], failure: Failure | None
     ) -> float:
-        duration = self.time.in_attempt()
-        route = str(self.current)
+        duration = self.time.now() - self.time.attempt_t0  # in_attempt(), written out
+        route = self.current._name
         self.records.append(
             AttemptRecord(
                 self.current,
@@ -232,9 +252,9 @@ class _Call:
 
     def _record_health(self, outcome: Outcome) -> None:
         transition = self.health.record(
-            str(self.current),
+            self.current._name,
             outcome,
-            self.clock.time(),
+            self.wall(),
             self.config.breaker,
             probe=self.probe,
             period=self.period if self.probe else None,
@@ -245,27 +265,27 @@ class _Call:
 
     def committed(self) -> None:
         """The attempt's first content chunk arrived."""
-        self.telemetry.first_chunk(str(self.current), self.time.in_attempt())
+        self.telemetry.first_chunk(self.current._name, self.time.in_attempt())
 
     def succeeded(self) -> None:
         if self.records:  # only a call that failed before may hold a route's retries
-            self.wiring.own.retried(str(self.current), self)
+            self.wiring.own.retried(self.current._name, self)
         self._record_health(Outcome.SUCCESS)
         self._end_attempt("success", None)
         self.served = route = self.current
         # A success on a recovering route is its probe's verdict: the route is healthy again
         # (any call may deliver it: a pinned one, or one with nowhere else to go).
-        if self.health.recovered(str(route), self.clock.time()):
-            self.wiring.own.forget(str(route))
-            self.telemetry.probe(self.span, str(route), "success")
-        if self.probing == str(route):
+        if self.health.recovered(route._name, self.wall()):
+            self.wiring.own.forget(route._name)
+            self.telemetry.probe(self.span, route._name, "success")
+        if self.probing == route._name:
             self.probing = None
 
     # -- route choice -------------------------------------------------------------------------
     def _choose(self, pick: Callable[[Container[str]], T]) -> Steps[T]:
         """Run a route choice of the policy's, claiming the probe of the route it lands on when
         that route is recovering; a probe someone else took sends the walk past it."""
-        health, now = self.health, self.clock.time()
+        health, now = self.health, self.wall()
         blocked: set[str] = set()
         while True:
             view = _Either(health.unavailable(now), blocked)
@@ -293,14 +313,14 @@ class _Call:
             self.probing = None
 
     def _cool_down(self, failure: Failure) -> None:
-        config, route = self.config, str(self.current)
+        config, route = self.config, self.current._name
         if config.cooldown_s <= 0 and not failure.retry_after:
             if self.probing == route:
                 self._release_probe()
             return
         longest = config.longest_cooldown_s
         rule = CooldownRule(config.cooldown_s, longest, min(failure.retry_after or 0.0, longest))
-        cooldown = self.health.cool_down(route, self.clock.time(), rule, failure.kind.value)
+        cooldown = self.health.cool_down(route, self.wall(), rule, failure.kind.value)
         self.known.add(route)
         # Calls walk past the route while it cools and while it recovers after.
         self.wiring.own.remember(route, cooldown.until + longest)
@@ -331,7 +351,7 @@ class _Call:
             "aborted" if aborted else "rejected" if isinstance(exc, CircuitOpenError) else "failure"
         )
         self._end_attempt(outcome, failure)
-        source = str(self.current)
+        source = self.current._name
         if discarded:
             self.telemetry.partial_discarded(self.span, source, discarded)
         if aborted:
@@ -339,7 +359,7 @@ class _Call:
             self._release_probe()
             return GiveUp(GiveUpReason.NOT_QUALIFYING, qualifying=False)
         probe = self.probing == source
-        now = self.clock.time()
+        now = self.wall()
         # One call at a time spends its retry budget on a failing route: another call that
         # fails there meanwhile treats it as degraded (it swaps), as it will once that call
         # gives up and cools it. Pinned calls keep their retries.
@@ -354,7 +374,7 @@ class _Call:
                 lambda degraded: policy.decide(
                     config,
                     failure,
-                    requested=str(self.requested),
+                    requested=self.requested._name,
                     current=source,
                     retries=self.retries,
                     swaps=self.swaps,
@@ -416,7 +436,7 @@ class _Call:
             self._cool_down(failure)
         else:
             self._release_probe()
-        self.telemetry.swap_declined(self.span, str(self.current), "mid_stream")
+        self.telemetry.swap_declined(self.span, self.current._name, "mid_stream")
         error = MidStreamError(self.current, self.requested, failure, partial)
         error.__cause__ = exc
         return error
@@ -464,20 +484,20 @@ class _Call:
 
     def finish_ok(self, value: T) -> Result[T]:
         served = self.served or self.current
-        duration = self.time.in_call()
-        self._summarise({ROUTE_SERVED: str(served), GEN_AI_RESPONSE_MODEL: served.model})
+        duration = self.time.now() - self.time.t0  # in_call(), written out
+        self._summarise({ROUTE_SERVED: served._name, GEN_AI_RESPONSE_MODEL: served.model})
         self.span.end()
         added = None
         if len(self.records) > 1:  # a first-try success adds nothing; keep it off the hot path
             added = max(duration - self.records[-1].duration_s, 0.0)
-        self.telemetry.call_ended(str(self.requested), duration, served=str(served), added=added)
+        self.telemetry.call_ended(self.requested._name, duration, served=served._name, added=added)
         return self.result(value)
 
     def finish_error(self, exc: BaseException) -> None:
         """The call surfaces ``exc``: its note, its duration metric and (when traced) its span's
         status, whether or not a tracer records; a failed call is off the hot path."""
         self._release_probe()  # the call ended on an error of its own, not the route's
-        self.wiring.own.retried(str(self.current), self)
+        self.wiring.own.retried(self.current._name, self)
         failure = self.classify(
             exc.__cause__ if isinstance(exc, MidStreamError) and exc.__cause__ else exc
         )
@@ -486,7 +506,7 @@ class _Call:
             self.span.set_status(Status(StatusCode.ERROR, failure.kind.value))
         self.span.end()
         self.telemetry.call_ended(
-            str(self.requested), self.time.in_call(), error_type=failure.error_type
+            self.requested._name, self.time.in_call(), error_type=failure.error_type
         )
         _annotate(exc, self.requested, self.records)
 

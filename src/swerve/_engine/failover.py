@@ -19,7 +19,7 @@ from typing import TypeVar
 from .._failures import Classifier, Classifiers
 from .._health.store import HealthStore, MemoryHealth
 from .._telemetry.telemetry import Telemetry, default_telemetry
-from .call import Wiring, _Call
+from .call import Derived, Wiring, _Call
 from .clock import SYSTEM_CLOCK, Clock
 from .config import DEFAULT_ENV_VAR, EnvConfig, FallbackConfig
 from .results import Attempt, CooldownLearned, Result, StreamReset, StreamSpec, passthrough
@@ -64,18 +64,18 @@ def default_health() -> HealthStore:
 class _Routes:
     """Routes parsed once and kept (routes are few, calls are many)."""
 
-    __slots__ = ("_parsed",)
+    __slots__ = ("parsed",)
 
     def __init__(self) -> None:
-        self._parsed: dict[str, Route] = {}
+        self.parsed: dict[str, Route] = {}
 
     def parse(self, value: str) -> Route:
-        route = self._parsed.get(value)
+        route = self.parsed.get(value)
         if route is None:
             route = Route.parse(value)
-            if len(self._parsed) >= ROUTE_CACHE_SIZE:
-                self._parsed = {}  # a fresh dict: a reader on another thread keeps the old one
-            self._parsed[value] = route
+            if len(self.parsed) >= ROUTE_CACHE_SIZE:
+                self.parsed = {}  # a fresh dict: a reader on another thread keeps the old one
+            self.parsed[value] = route
         return route
 
 
@@ -170,6 +170,7 @@ class Failover:
         self._routes = _Routes()
         self._pinned: tuple[FallbackConfig, FallbackConfig] | None = None
         self._ready_for: FallbackConfig | None = None  # the config its store was readied for
+        self._derived: tuple[FallbackConfig, Derived] | None = None  # kept for the config in force
         health = health if health is not None else default_health()
         telemetry = telemetry if telemetry is not None else default_telemetry()
         telemetry.watch(health)
@@ -233,12 +234,22 @@ class Failover:
         self, requested: Route, pin: bool, stream: bool, wait: bool = True
     ) -> _Call | None:
         """A new call on ``requested`` under the config in force, or None when swerve is off."""
-        config = self._active(pin)
+        # _active, written out for a fixed config: every call opens here.
+        config = self._fixed if self._env is None else self.config
         if config is None:
             return None
+        derived = self._derived
+        if derived is None or derived[0] is not config:
+            # The pinned copy differs only in its map: what is derived holds for both.
+            derived = self._derived = (config, Derived(config))
+        if not derived[1].enabled:
+            return None
+        if pin:
+            config = self._active(pin)
+            assert config is not None
         if config is not self._ready_for:
             self._ready(config, wait)
-        return _Call(self._wiring, config, requested, stream=stream, pinned=pin)
+        return _Call(self._wiring, config, requested, stream=stream, pinned=pin, derived=derived[1])
 
     def _ready(self, config: FallbackConfig, wait: bool) -> None:
         """A shared store (``RedisHealth.ready``) learns the config's bounds, and gets a short,
@@ -265,7 +276,11 @@ class Failover:
         ``pin=True`` keeps the call on ``route``: no swaps, no walk past a cooling route (for
         an evaluation that must not change models); retries still apply.
         """
-        requested = self.route(route)
+        if isinstance(route, Route):
+            requested = route
+        else:  # route(), written out: every call asks
+            parsed = self._routes.parsed.get(route)
+            requested = parsed if parsed is not None else self._routes.parse(route)
         if (run := self._open_call(requested, pin, False)) is None:
             clock = self._wiring.clock
             t0 = clock.monotonic()
@@ -278,7 +293,8 @@ class Failover:
     ) -> Result[T]:
         """Async :meth:`call`; time limits are enforced by cancelling the attempt."""
         requested = self.route(route)
-        await self._aready(pin)
+        if pin or self._env is not None or self._ready_for is not self._fixed:
+            await self._aready(pin)  # else a fixed config its store is ready for: nothing to do
         if (run := self._open_call(requested, pin, False, wait=False)) is None:
             clock = self._wiring.clock
             t0 = clock.monotonic()

@@ -293,16 +293,38 @@ async def drive_async(steps: Steps[T], result: list[T] | None = None) -> AsyncIt
 
 
 def run_sync(steps: Steps[T]) -> T:
-    """Run steps that produce no output (a unary call) to their value, blocking."""
-    result: list[T] = []
-    for _ in drive_sync(steps, result):
-        pass
-    return result[0]
+    """Run steps that produce no output (a unary call) to their value, blocking.
+
+    :func:`drive_sync` with its output dropped, written out: every unary call runs it."""
+    answer: object = None
+    error: BaseException | None = None
+    while True:
+        try:
+            ask = steps.send(answer) if error is None else steps.throw(error)
+        except StopIteration as done:
+            return cast(T, done.value)
+        answer = error = None
+        if isinstance(ask, Out):
+            continue
+        try:
+            answer = ask.run()
+        except BaseException as exc:  # the steps decide
+            error = exc
 
 
 async def run_async(steps: Steps[T]) -> T:
     """:func:`run_sync`, awaiting each wait."""
-    result: list[T] = []
-    async for _ in drive_async(steps, result):
-        pass
-    return result[0]
+    answer: object = None
+    error: BaseException | None = None
+    while True:
+        try:
+            ask = steps.send(answer) if error is None else steps.throw(error)
+        except StopIteration as done:
+            return cast(T, done.value)
+        answer = error = None
+        if isinstance(ask, Out):
+            continue
+        try:
+            answer = await ask.arun()
+        except BaseException as exc:  # the steps decide
+            error = exc

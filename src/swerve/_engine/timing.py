@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterator
 
 from .._failures import AttemptTimeout
-from .clock import Clock
+from .clock import Clock, SystemClock
 from .config import FallbackConfig
 
 __all__ = ["CallTime"]
@@ -20,6 +21,7 @@ class CallTime:
         "_clock",
         "_config",
         "_last",
+        "_mono",
         "_offset",
         "attempt_t0",
         "deadline",
@@ -27,21 +29,24 @@ class CallTime:
         "t0",
     )
 
-    def __init__(self, config: FallbackConfig, clock: Clock) -> None:
+    def __init__(self, config: FallbackConfig, clock: Clock, bound_s: float | None = None) -> None:
+        """``bound_s``: ``config.call_bound_s``, when the caller keeps it per config."""
         self._config = config
         self._clock = clock
+        # The system clock is read directly: every reading is on the hot path.
+        self._mono = time.monotonic if type(clock) is SystemClock else clock.monotonic
         self._offset = 0.0
-        self._last = clock.monotonic()
+        self._last = self._mono()
         if not math.isfinite(self._last):
             self._last = 0.0
         self.t0 = self.attempt_t0 = self.last_chunk = self._last
-        self.deadline = self.t0 + config.call_bound_s
+        self.deadline = self.t0 + (config.call_bound_s if bound_s is None else bound_s)
 
     def now(self) -> float:
         """The call's monotonic time, which never goes back: a clock that steps back (a broken
         or injected ``Clock``) continues from the latest time seen, so no limit of the call is
         extended by the step; a reading that is not a number counts as no time passing."""
-        now = self._clock.monotonic() + self._offset
+        now = self._mono() + self._offset
         if now >= self._last:
             self._last = now
             return now
@@ -58,15 +63,17 @@ class CallTime:
     def begin_attempt(self, stream: bool = True) -> tuple[float | None, float | None]:
         """Start the clock of a new attempt; its ``(timeout, read_timeout)`` for the client.
         The first-token limit is a stream's: a unary attempt's reads are not held to it."""
-        self.attempt_t0 = self.last_chunk = self.now()
-        timeout = read = None
-        _, left = self.next_limit(committed=not stream)
-        if left is not None:
-            read = max(left, 0.0)
-        ends = [end for name, end in self._limits(True) if name in ("deadline", "attempt")]
-        if ends:
-            timeout = max(min(ends) - self.attempt_t0, 0.0)
-        return timeout, read
+        now = self.attempt_t0 = self.last_chunk = self.now()
+        c = self._config
+        end = self.deadline  # the attempt's own end: the deadline or its limit, if sooner
+        if c.attempt_timeout_s is not None:
+            end = min(end, now + c.attempt_timeout_s)
+        soonest = end  # the next wait's end: the first-token and stall limits too
+        if stream and c.first_token_timeout_s is not None:
+            soonest = min(soonest, now + c.first_token_timeout_s)
+        if c.stall_timeout_s is not None:
+            soonest = min(soonest, now + c.stall_timeout_s)
+        return max(end - now, 0.0), max(soonest - now, 0.0)
 
     def received(self) -> None:
         """A chunk arrived: the stall limit counts from now."""
@@ -84,11 +91,21 @@ class CallTime:
             yield "stall", self.last_chunk + c.stall_timeout_s
 
     def next_limit(self, committed: bool) -> tuple[str | None, float | None]:
-        """The limit that ends soonest for the next wait, and the seconds left until it."""
-        soonest = min(self._limits(committed), key=lambda lim: lim[1], default=None)
-        if soonest is None:
-            return None, None
-        return soonest[0], soonest[1] - self.now()
+        """The limit that ends soonest for the next wait, and the seconds left until it (the
+        first of equal ones, in :meth:`_limits`' order)."""
+        c = self._config
+        name, end = "deadline", self.deadline
+        if c.attempt_timeout_s is not None and self.attempt_t0 + c.attempt_timeout_s < end:
+            name, end = "attempt", self.attempt_t0 + c.attempt_timeout_s
+        if (
+            not committed
+            and c.first_token_timeout_s is not None
+            and self.attempt_t0 + c.first_token_timeout_s < end
+        ):
+            name, end = "first_token", self.attempt_t0 + c.first_token_timeout_s
+        if c.stall_timeout_s is not None and self.last_chunk + c.stall_timeout_s < end:
+            name, end = "stall", self.last_chunk + c.stall_timeout_s
+        return name, end - self.now()
 
     def check_limits(self, committed: bool) -> None:
         """Sync streams cannot be pre-empted: a chunk that came too late counts as a timeout."""

@@ -210,7 +210,7 @@ class Telemetry:
         attrs: dict[str, AttributeValue] = {n.ROUTE: route, n.ATTEMPT_OUTCOME: outcome}
         if error_type is not None:
             attrs[n.ERROR_TYPE] = error_type
-        attrs = self.bounded(attrs)
+        attrs = self._bounds(attrs)  # not self.bounded: one call less per call
         self.attempts.add_bounded(1, attrs)
         self.attempt_duration.record(duration, attrs)
 
@@ -230,7 +230,7 @@ class Telemetry:
             attrs[n.ROUTE_SERVED] = served
         if error_type is not None:
             attrs[n.ERROR_TYPE] = error_type
-        attrs = self.bounded(attrs)
+        attrs = self._bounds(attrs)  # not self.bounded: one call less per call
         self.call_duration.record(duration, attrs)
         if added is not None:
             self.added_latency.record(added, attrs)

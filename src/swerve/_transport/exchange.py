@@ -18,7 +18,7 @@ import httpx
 from .._engine.results import Attempt
 from .._engine.routes import Route
 from .._failures import AttemptTimeout
-from .attempt import _Head, _is_stream, _Reader, _returned, _served_by
+from .attempt import _Head, _is_stream, _Limits, _Reader, _returned, _served_by
 from .client_side import _byte_stream, _given_up
 from .flavour import flavour_of
 from .io_bound import held
@@ -59,17 +59,11 @@ class _Exchange:
             del headers[name]
         return self.core.inner(self.request, None, self.cache, self.sync), self.request
 
-    def direct(self) -> Attempt | None:
-        """The one attempt of a request with failover switched off (None when it is on)."""
+    def direct(self) -> Attempt:
+        """The one attempt of a request with failover switched off (``plan.off``)."""
         assert self.plan is not None
-        if not self.plan.off:
-            return None
         route = Route.parse(self.plan.route)
         return Attempt(route, route)
-
-    def attempt(self, attempt: Attempt, stream: bool) -> _Receiving:
-        self.tried = attempt
-        return _Receiving(self, attempt, stream)
 
     @contextmanager
     def scrubbing(self) -> Iterator[None]:
@@ -135,15 +129,24 @@ class _Receiving:
     def __init__(self, exchange: _Exchange, attempt: Attempt, stream: bool) -> None:
         core = self.core = exchange.core
         assert exchange.plan is not None
+        exchange.tried = attempt
         self.attempt = attempt
-        self.route = str(attempt.route)
+        self.route = attempt.route._name
         self.sync = exchange.sync
         # ``bound``: what the attempt's socket operations are clamped to (both modes);
         # ``limits``: what a sync attempt checks after every read (async, the engine cuts).
-        self.bound = core.limits(attempt, stream)
+        if attempt.timeout is None and attempt.read_timeout is None:
+            self.bound: _Limits | None = None
+        else:
+            self.bound = _Limits(attempt, core.failover.config, stream)
         self.limits = self.bound if exchange.sync else None
         self.request = core.build(exchange.request, exchange.plan, attempt)
-        self.inner = core.inner(exchange.request, self.route, exchange.cache, exchange.sync)
+        upstream = core.upstreams[self.route]
+        self.inner = (
+            upstream.transport
+            if upstream.transport is not None
+            else core.inner(exchange.request, self.route, exchange.cache, exchange.sync)
+        )
         self.clamped = id(self.inner) in core.clamped
         if self.clamped and not self.sync and attempt.timeout is not None:
             _graced(self.request, attempt.timeout)
@@ -170,7 +173,18 @@ class _Receiving:
         """Whether the body may be read whole in one read: its declared, unencoded length is
         within the size limit, and no time limit wants checking between reads (none, or the
         inner transport's sockets keep to them themselves)."""
-        self.whole = (self.limits is None or self.clamped) and self.core.fits(response)
+        # A body already in memory (a canned response: httpx reads one built with content=)
+        # takes no time to read, so no time limit wants checking between its pieces.
+        if self.limits is None or self.clamped or hasattr(response, "_content"):
+            # core.fits, written out: every healthy unary attempt asks.
+            headers = response.headers
+            length = headers.get("content-length")
+            self.whole = (
+                length is not None
+                and length.isdigit()
+                and int(length) <= self.core.limit
+                and "content-encoding" not in headers
+            )
         return self.whole
 
     def reads(self, response: Any) -> Any:
@@ -197,10 +211,6 @@ class _Receiving:
 
     def content(self) -> bytes:
         return bytes(self._body)
-
-    def complete(self, response: Any, content: bytes) -> Any:
-        """What the engine gets from a whole (non-stream) body, or the failure it is."""
-        return self.core.complete(self.route, response, content, self.whole, self.attempt)
 
     def head(self, response: Any) -> _Head:
         """The status line and headers the client gets if this attempt's stream is served."""

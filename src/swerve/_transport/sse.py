@@ -122,16 +122,25 @@ def _usage(wire: Wire, payload: Mapping[str, Any]) -> _Usage | None:
         reason = payload.get("stop_reason")
         reasons: tuple[str, ...] = (reason,) if isinstance(reason, str) else ()
     else:
-        usage, keys = _obj(payload.get("usage")), ("prompt_tokens", "completion_tokens")
+        # Written out (no helpers, no generator): every healthy body and event comes here.
+        given = payload.get("usage")
+        usage = given if isinstance(given, dict) else {}
+        keys = ("prompt_tokens", "completion_tokens")
         choices = payload.get("choices")
-        reasons = tuple(
-            r
-            for c in (choices if isinstance(choices, list) else ())
-            if isinstance(r := _obj(c).get("finish_reason"), str)
-        )
+        found: list[str] = []
+        if isinstance(choices, list):
+            for c in choices:
+                if isinstance(c, dict) and isinstance(r := c.get("finish_reason"), str):
+                    found.append(r)
+        reasons = tuple(found)
     if not usage and not reasons:
         return None
-    return _count(usage, keys[0]), _count(usage, keys[1]), reasons
+    first, second = usage.get(keys[0]), usage.get(keys[1])
+    return (
+        first if type(first) is int else None,
+        second if type(second) is int else None,
+        reasons,
+    )
 
 
 def _interpret(wire: Wire, raw: bytes) -> _Event:

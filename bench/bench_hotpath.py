@@ -1,0 +1,491 @@
+"""Issue 21's hot-path budget: what swerve adds to one healthy call, with no network.
+
+Run: uv run python bench/bench_hotpath.py [--n 3000] [--seconds 2]
+         [--only {sync,traced,engine,async,count}]
+Against another checkout (a git worktree, for before/after):
+     PYTHONPATH=<tree>/src:<tree>/bench .venv/bin/python bench/bench_hotpath.py
+
+Every request is one ``client.chat.completions.create(model="p/m", ...)`` with the openai SDK
+(``max_retries=0``) over httpx2, answered at once by an in-process ``httpx2.MockTransport``
+with a canned completion (the setup of shared/tools/hotpath_calls.py). "bare" is the SDK over
+the mock itself; "swerve" is the SDK over ``FailoverTransport`` (or the async one) whose two
+upstreams, p/m and its fallback f/m, are such mocks. Sides alternate call by call
+(``_support.interleaved``), so drift hits both alike.
+
+  sync    tracing off (Telemetry on the OTel no-op providers): median us per call of each
+          side, and swerve minus bare. Goal: <= +50 us.
+  traced  tracing on (``_support.traced()``: SDK TracerProvider + BatchSpanProcessor whose
+          export is discarded, SDK MeterProvider + InMemoryMetricReader): swerve minus bare,
+          and the floor, the OTel SDK's own cost for what one swerve call emits (the spans,
+          with the same names, kinds, nesting and attributes, and the histogram records,
+          counted from one call under an InMemorySpanExporter / InMemoryMetricReader).
+          Goal: overhead minus floor <= 50 us.
+  engine  ``Failover.call(route, lambda attempt: None)``, tracing off, against a bare
+          ``lambda: None``: the difference of medians. Goal: <= 30 us.
+  async   ``openai.AsyncOpenAI`` over ``httpx2.AsyncClient``, 32 calls in flight, tracing off:
+          calls/s of each side over --seconds, in 4 alternating rounds. Goal: swerve/bare
+          >= 95 %.
+  count   Python function calls made in swerve's own files for one sync request of "sync"
+          (sys.setprofile, as hotpath_calls.py counts them). Goal: <= 60.
+
+Only public names of swerve are used (``swerve.*``, ``swerve.httpx.*``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any, cast
+
+import httpx2
+import openai
+from _support import interleaved, traced
+from opentelemetry import metrics, trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.util.types import Attributes
+
+import swerve
+from swerve import Failover, FallbackConfig, MemoryHealth, Telemetry
+from swerve.httpx import ROUTE_HEADER, AsyncFailoverTransport, FailoverTransport, Upstream
+
+ROUTE = "p/m"
+FALLBACK = "f/m"
+MESSAGES: list[Any] = [{"role": "user", "content": "hi"}]
+BODY = json.dumps(
+    {
+        "id": "r1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": "hello"},
+            }
+        ],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    }
+).encode()
+WARMUP = 300
+CONCURRENCY = 32
+ROUNDS = 4
+
+GOAL_SYNC_US = 50.0
+GOAL_TRACED_US = 50.0
+GOAL_ENGINE_US = 30.0
+GOAL_ASYNC_RATIO = 0.95
+GOAL_CALLS = 60
+
+
+def canned(request: httpx2.Request) -> httpx2.Response:
+    return httpx2.Response(200, headers={"content-type": "application/json"}, content=BODY)
+
+
+def untraced() -> Telemetry:
+    """Tracing off: swerve's telemetry on the OTel API's no-op providers."""
+    return Telemetry(trace.NoOpTracerProvider(), metrics.NoOpMeterProvider())
+
+
+def failover(telemetry: Telemetry) -> Failover:
+    config = FallbackConfig(fallbacks={ROUTE: FALLBACK}, attempt_timeout_s=30)
+    return Failover(config, MemoryHealth(), telemetry=telemetry)
+
+
+def upstreams() -> dict[str, Upstream]:
+    return {
+        f"{name}/m": Upstream(
+            f"http://{name}.invalid/v1", api_key="k", transport=httpx2.MockTransport(canned)
+        )
+        for name in ("p", "f")
+    }
+
+
+def bare_client() -> openai.OpenAI:
+    return openai.OpenAI(
+        base_url="http://p.invalid/v1",
+        api_key="k",
+        max_retries=0,
+        http_client=httpx2.Client(transport=httpx2.MockTransport(canned)),
+    )
+
+
+def swerve_client(telemetry: Telemetry) -> openai.OpenAI:
+    # FailoverTransport takes no telemetry of its own: it comes with a ready Failover. Its
+    # type is httpx's BaseTransport (it serves httpx2 too), hence the casts for the checker.
+    transport = FailoverTransport(upstreams(), failover=failover(telemetry))
+    client = openai.OpenAI(
+        base_url="http://swerve.invalid/v1",
+        api_key="unused",
+        max_retries=0,
+        http_client=httpx2.Client(transport=cast("httpx2.BaseTransport", transport)),
+    )
+    raw = client.chat.completions.with_raw_response.create(model=ROUTE, messages=MESSAGES)
+    if raw.headers.get(ROUTE_HEADER) != ROUTE:  # measured through the failover, not past it
+        raise SystemExit(f"swerve side not routed: {ROUTE_HEADER}={raw.headers.get(ROUTE_HEADER)}")
+    return client
+
+
+def caller(client: openai.OpenAI) -> Callable[[], object]:
+    def one() -> object:
+        return client.chat.completions.create(model=ROUTE, messages=MESSAGES)
+
+    return one
+
+
+def warm(*calls: Callable[[], object]) -> None:
+    for _ in range(WARMUP):
+        for call in calls:
+            call()
+    gc.collect()
+
+
+@dataclass
+class Row:
+    figure: str
+    measured: str
+    goal: str = ""
+    met: bool | None = None
+
+
+# -- 1. sync, tracing off ---------------------------------------------------------------------
+def bench_sync(n: int) -> list[Row]:
+    bare, wrapped = caller(bare_client()), caller(swerve_client(untraced()))
+    warm(bare, wrapped)
+    b, w = interleaved(bare, wrapped, n)
+    return [
+        Row("sync, tracing off: bare SDK", f"{b:9.1f} us"),
+        Row("sync, tracing off: through swerve", f"{w:9.1f} us"),
+        Row("sync, tracing off: overhead", f"{w - b:+9.1f} us", "<= +50 us", w - b <= GOAL_SYNC_US),
+    ]
+
+
+# -- 2. sync, tracing on, and the OTel SDK's floor -----------------------------------------------
+@dataclass(frozen=True)
+class SpanShape:
+    name: str
+    kind: trace.SpanKind
+    attributes: dict[str, Any]
+    events: tuple[tuple[str, dict[str, Any]], ...]
+    parent: int | None  # index of its parent among the call's spans (they come parent first)
+
+
+@dataclass(frozen=True)
+class RecordShape:
+    name: str
+    unit: str
+    bounds: tuple[float, ...]
+    attributes: dict[str, Any]
+    count: int
+
+
+def _histograms(reader: InMemoryMetricReader) -> dict[tuple[str, str], tuple[Any, Any]]:
+    """(metric, attributes) -> (metric, data point) of every histogram the reader holds."""
+    found: dict[tuple[str, str], tuple[Any, Any]] = {}
+    data = reader.get_metrics_data()
+    for rm in data.resource_metrics if data is not None else ():
+        for sm in rm.scope_metrics:
+            for metric in sm.metrics:
+                for point in metric.data.data_points:
+                    if isinstance(point, HistogramDataPoint):
+                        key = (metric.name, repr(sorted(dict(point.attributes or {}).items())))
+                        found[key] = (metric, point)
+    return found
+
+
+def census() -> tuple[list[SpanShape], list[RecordShape]]:
+    """What one healthy swerve call emits: its spans and its histogram records."""
+    exporter = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+    reader = InMemoryMetricReader()
+    meter_provider = MeterProvider(metric_readers=[reader])
+    one = caller(swerve_client(Telemetry(tracer_provider, meter_provider)))
+    for _ in range(3):
+        one()
+    before = _histograms(reader)
+    exporter.clear()
+    one()
+    after = _histograms(reader)
+    finished = sorted(exporter.get_finished_spans(), key=lambda s: s.start_time or 0)
+    ids = [s.context.span_id for s in finished if s.context is not None]
+    spans = [
+        SpanShape(
+            s.name,
+            s.kind,
+            dict(s.attributes or {}),
+            tuple((e.name, dict(e.attributes or {})) for e in s.events),
+            ids.index(s.parent.span_id) if s.parent and s.parent.span_id in ids else None,
+        )
+        for s in finished
+    ]
+    records = []
+    for key, (metric, point) in after.items():
+        count = point.count - (before[key][1].count if key in before else 0)
+        if count:
+            records.append(
+                RecordShape(
+                    metric.name,
+                    metric.unit or "",
+                    tuple(point.explicit_bounds),
+                    dict(point.attributes or {}),
+                    count,
+                )
+            )
+    tracer_provider.shutdown()
+    meter_provider.shutdown()
+    return spans, records
+
+
+def make_floor(
+    tracer_provider: TracerProvider,
+    meter_provider: MeterProvider,
+    spans: Sequence[SpanShape],
+    records: Sequence[RecordShape],
+) -> Callable[[], None]:
+    """The OTel SDK alone emitting what one swerve call does: the same spans (names, kinds,
+    nesting, attributes given at start, events) and the same histogram records."""
+    tracer = tracer_provider.get_tracer("floor")
+    meter = meter_provider.get_meter("floor")
+    made: dict[tuple[str, str, tuple[float, ...]], metrics.Histogram] = {}
+    histograms: list[tuple[metrics.Histogram, Attributes, int]] = []
+    for r in records:
+        key = (r.name, r.unit, r.bounds)
+        if key not in made:
+            made[key] = meter.create_histogram(
+                r.name, r.unit, explicit_bucket_boundaries_advisory=list(r.bounds)
+            )
+        histograms.append((made[key], r.attributes, r.count))
+
+    def floor() -> None:
+        started: list[trace.Span] = []
+        for shape in spans:
+            context = None
+            if shape.parent is not None:
+                context = trace.set_span_in_context(started[shape.parent])
+            span = tracer.start_span(
+                shape.name, context, kind=shape.kind, attributes=shape.attributes
+            )
+            for name, attributes in shape.events:
+                span.add_event(name, attributes)
+            started.append(span)
+        for span in reversed(started):  # children end before their parents
+            span.end()
+        for histogram, labels, count in histograms:
+            for _ in range(count):
+                histogram.record(0.001, labels)
+
+    return floor
+
+
+def bench_traced(n: int) -> tuple[list[Row], str]:
+    spans, records = census()
+    telemetry, tracer_provider, meter_provider = traced()
+    bare, wrapped = caller(bare_client()), caller(swerve_client(telemetry))
+    floor = make_floor(tracer_provider, meter_provider, spans, records)
+    warm(bare, wrapped, floor)
+    b, w = interleaved(bare, wrapped, n)
+    f, nothing = interleaved(floor, lambda: None, n)
+    tracer_provider.shutdown()
+    meter_provider.shutdown()
+    overhead, floor_us = w - b, f - nothing
+    shape = ", ".join(
+        f"{s.name!r} {len(s.attributes)} attrs" + (f" {len(s.events)} events" if s.events else "")
+        for s in spans
+    )
+    recs = ", ".join(f"{r.name} x{r.count} ({len(r.attributes)} attrs)" for r in records)
+    note = f"one traced swerve call emits {len(spans)} spans [{shape}]; records: {recs or 'none'}"
+    return [
+        Row("sync, tracing on: bare SDK", f"{b:9.1f} us"),
+        Row("sync, tracing on: through swerve", f"{w:9.1f} us"),
+        Row("sync, tracing on: overhead", f"{overhead:+9.1f} us"),
+        Row("  OTel SDK floor (same spans+records)", f"{floor_us:9.1f} us"),
+        Row(
+            "  overhead minus floor",
+            f"{overhead - floor_us:+9.1f} us",
+            "<= 50 us",
+            overhead - floor_us <= GOAL_TRACED_US,
+        ),
+    ], note
+
+
+# -- 3. the engine alone ------------------------------------------------------------------------
+def bench_engine(n: int) -> list[Row]:
+    fo = failover(untraced())
+
+    def engine() -> object:
+        return fo.call(ROUTE, lambda attempt: None)
+
+    def nothing() -> object:
+        return None
+
+    for _ in range(WARMUP):
+        engine()
+    gc.collect()
+    e, b = interleaved(engine, nothing, n)
+    return [
+        Row(
+            "engine: Failover.call(no-op) - no-op",
+            f"{e - b:9.1f} us",
+            "<= 30 us",
+            e - b <= GOAL_ENGINE_US,
+        )
+    ]
+
+
+# -- 4. async, 32 in flight ---------------------------------------------------------------------
+async def _rate(client: openai.AsyncOpenAI, seconds: float) -> tuple[int, float]:
+    done = 0
+    end = time.perf_counter() + seconds
+
+    async def worker() -> None:
+        nonlocal done
+        while time.perf_counter() < end:
+            await client.chat.completions.create(model=ROUTE, messages=MESSAGES)
+            done += 1
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
+    return done, time.perf_counter() - start
+
+
+async def _async_sides(seconds: float) -> tuple[float, float]:
+    transport = AsyncFailoverTransport(upstreams(), failover=failover(untraced()))
+    async with (
+        httpx2.AsyncClient(transport=httpx2.MockTransport(canned)) as bare_http,
+        httpx2.AsyncClient(transport=cast("httpx2.AsyncBaseTransport", transport)) as swerve_http,
+    ):
+        bare = openai.AsyncOpenAI(
+            base_url="http://p.invalid/v1", api_key="k", max_retries=0, http_client=bare_http
+        )
+        wrapped = openai.AsyncOpenAI(
+            base_url="http://swerve.invalid/v1",
+            api_key="unused",
+            max_retries=0,
+            http_client=swerve_http,
+        )
+        raw = await wrapped.chat.completions.with_raw_response.create(
+            model=ROUTE, messages=MESSAGES
+        )
+        if raw.headers.get(ROUTE_HEADER) != ROUTE:
+            raise SystemExit("async swerve side not routed")
+        sides = {"bare": bare, "swerve": wrapped}
+        for client in sides.values():  # warm up
+            await _rate(client, min(0.5, seconds / ROUNDS))
+        calls = dict.fromkeys(sides, 0)
+        spent = dict.fromkeys(sides, 0.0)
+        for i in range(ROUNDS):
+            order = ["bare", "swerve"] if i % 2 == 0 else ["swerve", "bare"]
+            for name in order:
+                gc.collect()
+                done, took = await _rate(sides[name], seconds / ROUNDS)
+                calls[name] += done
+                spent[name] += took
+    return calls["bare"] / spent["bare"], calls["swerve"] / spent["swerve"]
+
+
+def bench_async(seconds: float) -> list[Row]:
+    b, w = asyncio.run(_async_sides(seconds))
+    return [
+        Row(f"async x{CONCURRENCY}: bare SDK", f"{b:9.0f} calls/s"),
+        Row(f"async x{CONCURRENCY}: through swerve", f"{w:9.0f} calls/s"),
+        Row(
+            f"async x{CONCURRENCY}: swerve / bare",
+            f"{100 * w / b:9.1f} %",
+            ">= 95 %",
+            w / b >= GOAL_ASYNC_RATIO,
+        ),
+    ]
+
+
+# -- 5. swerve's function calls for one request ------------------------------------------------
+def bench_count() -> list[Row]:
+    one = caller(swerve_client(untraced()))
+    for _ in range(50):
+        one()
+    root = os.path.dirname(os.path.abspath(swerve.__file__)) + os.sep
+    count = 0
+
+    def profile(frame: FrameType, event: str, arg: object) -> None:
+        nonlocal count
+        if event == "call" and frame.f_code.co_filename.startswith(root):
+            count += 1
+
+    sys.setprofile(profile)
+    try:
+        one()
+    finally:
+        sys.setprofile(None)
+    return [Row("swerve function calls, one sync request", f"{count:9d}", "<= 60", count <= 60)]
+
+
+# -- report -------------------------------------------------------------------------------------
+def table(rows: Sequence[Row]) -> str:
+    width = max(len(r.figure) for r in rows)
+    mwidth = max(len(r.measured) for r in rows)
+    lines = [f"{'figure':{width}s}  {'measured':>{mwidth}s}  {'goal':10s}  result"]
+    lines.append("-" * len(lines[0]))
+    for r in rows:
+        result = "" if r.met is None else ("met" if r.met else "MISSED")
+        lines.append(f"{r.figure:{width}s}  {r.measured:>{mwidth}s}  {r.goal:10s}  {result}")
+    return "\n".join(lines)
+
+
+FIGURES = ("sync", "traced", "engine", "async", "count")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=3000, help="calls per side (sync figures)")
+    parser.add_argument("--seconds", type=float, default=2.0, help="async time per side")
+    parser.add_argument(
+        "--only", action="append", choices=FIGURES, help="run only this figure (repeatable)"
+    )
+    args = parser.parse_args()
+    only = args.only or list(FIGURES)
+    started = time.perf_counter()
+    print(f"swerve {swerve.__version__} from {os.path.dirname(os.path.abspath(swerve.__file__))}")
+    print(
+        f"python {sys.version.split()[0]}, openai {openai.__version__}, httpx2 "
+        f"{httpx2.__version__}; --n {args.n} per side, --seconds {args.seconds:g} per side"
+    )
+    rows: list[Row] = []
+    notes: list[str] = []
+    if "sync" in only:
+        rows += bench_sync(args.n)
+    if "traced" in only:
+        traced_rows, note = bench_traced(args.n)
+        rows += traced_rows
+        notes.append(note)
+    if "engine" in only:
+        rows += bench_engine(args.n)
+    if "async" in only:
+        rows += bench_async(args.seconds)
+    if "count" in only:
+        rows += bench_count()
+    for note in notes:
+        print(note)
+    print()
+    print(table(rows))
+    missed = [r.figure.strip() for r in rows if r.met is False]
+    met = sum(1 for r in rows if r.met)
+    print()
+    summary = f"goals met: {met} of {met + len(missed)}"
+    print(summary + (f"; MISSED: {', '.join(missed)}" if missed else ""))
+    print(f"run took {time.perf_counter() - started:.1f} s")
+
+
+if __name__ == "__main__":
+    main()
