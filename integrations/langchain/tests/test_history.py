@@ -12,13 +12,13 @@ from swerve_langchain import FailoverChatModel
 from swerve_langchain._history import Target, adapt_for_target, fix_empty_text_cache
 
 from swerve import Failover
-from swerve._wire.rules import Downgrade
+from swerve.adapters import Downgrade
 from swerve.testing import FakeProvider, Fault
 
 EPHEMERAL = {"type": "ephemeral"}
-ANTHROPIC = Target("anthropic", "claude-fake", anthropic_api=True)
-CLAUDE_VIA_OPENROUTER = Target("openai", "anthropic/claude-sonnet-5", anthropic_api=False)
-OPENAI = Target("openai", "gpt-fake", anthropic_api=False)
+ANTHROPIC = Target("anthropic", "claude-fake", wire="anthropic")
+CLAUDE_VIA_OPENROUTER = Target("openai", "anthropic/claude-sonnet-5", wire="openai")
+OPENAI = Target("openai", "gpt-fake", wire="openai")
 
 
 def text(value: str, **extra: Any) -> dict[str, Any]:
@@ -115,7 +115,7 @@ def test_a_swap_to_claude_keeps_markers_and_drops_only_other_providers_reasoning
     assert out[2].content == history()[2].content  # Anthropic's own signed thinking stays
     assert out[3].additional_kwargs == {}
     via_openrouter, _ = adapt_for_target(
-        history(), Target("openrouter", "anthropic/claude-x", False)
+        history(), Target("openrouter", "anthropic/claude-x", "openai")
     )
     assert via_openrouter[2].content == [text("4")]  # Anthropic's signature means nothing there
     assert via_openrouter[3].additional_kwargs == history()[3].additional_kwargs

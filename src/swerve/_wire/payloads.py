@@ -32,10 +32,10 @@ from .rules import (
     OPENAI_MARKABLE,
     REASONING,
     REASONING_DETAILS,
-    TEXT,
     CacheFix,
     Downgrade,
-    WireName,
+    EmptyTextFix,
+    Wire,
     is_claude,
     speaks_to_claude,
 )
@@ -44,11 +44,15 @@ __all__ = [
     "CacheFix",
     "Downgrade",
     "JsonRules",
-    "WireName",
+    "Wire",
     "adapt_for_target",
     "fix_empty_text_cache",
     "is_claude",
 ]
+
+# The old spelling, still imported by tests/test_payloads.py and test_fuzz_payloads.py (not
+# this change's files): drop it once they say Wire.
+WireName = Wire
 
 _Path = tuple[str | int, ...]
 
@@ -63,7 +67,7 @@ class JsonRules:
     """The wire rules for a raw JSON body on ``wire`` going to ``target_model``
     (a :class:`swerve._wire.rules.WireRules`)."""
 
-    wire: WireName
+    wire: Wire
     target_model: str
 
     def adapt(self, body: dict[str, Any], /) -> tuple[dict[str, Any], Downgrade | None]:
@@ -74,7 +78,7 @@ class JsonRules:
 
 
 def fix_empty_text_cache(
-    body: Mapping[str, Any], wire: WireName
+    body: Mapping[str, Any], wire: Wire
 ) -> tuple[dict[str, Any], CacheFix | None]:
     """Drop empty and whitespace-only text blocks, keeping their cache markers working.
 
@@ -108,26 +112,29 @@ def fix_empty_text_cache(
     On the OpenAI wire the fix applies only when ``body["model"]`` is Claude (OpenRouter relays
     those to Anthropic, which applies its checks); other models get the body back unchanged.
     """
-    if not speaks_to_claude(wire == "anthropic", str(body.get("model") or "")):
+    if not speaks_to_claude(wire, str(body.get("model") or "")):
         return _same(body), None
     plan = _CachePlan(wire)
     plan.walk(body)
-    if not plan.empties:
+    rule = plan.rule
+    if not rule.drops:
         return _same(body), None
+    for path, marker in rule.landed.items():
+        plan.edits.assign(path, CACHE_CONTROL, marker)
     out = _apply(body, (), plan.edits)
     report = CacheFix(
-        blocks=len(plan.empties),
+        blocks=len(rule.drops),
         moved_to=tuple(
-            "dropped" if p is None else _fmt(_out_path(p, plan.edits.drops)) for p in plan.moved
+            "dropped" if p is None else _fmt(_out_path(p, plan.edits.drops)) for p in rule.moved
         ),
-        paths=tuple(_fmt(p) for p in plan.empties),
+        paths=tuple(_fmt(p) for p in rule.drops),
         messages=tuple(_fmt(p) for p in plan.dropped_messages),
     )
     return out, report
 
 
 def adapt_for_target(
-    body: Mapping[str, Any], wire: WireName, *, target_model: str
+    body: Mapping[str, Any], wire: Wire, *, target_model: str
 ) -> tuple[dict[str, Any], Downgrade | None]:
     """Remove from ``body`` what the provider behind ``target_model`` does not accept.
 
@@ -264,27 +271,23 @@ def _apply(node: Any, path: _Path, edits: _Edits) -> Any:
 
 
 class _CachePlan:
-    """One walk over a body in prefix order, deciding drops and marker moves.
+    """One walk over a body in prefix order, feeding :class:`EmptyTextFix` (which decides
+    what goes and where markers land) and recording the structural edits that follow."""
 
-    Dropped blocks are never candidates, so the last candidate seen while walking is exactly
-    the nearest earlier block that may carry a marker.
-    """
-
-    def __init__(self, wire: WireName) -> None:
+    def __init__(self, wire: Wire) -> None:
         self.wire = wire
         self.edits = _Edits()
-        self.empties: list[_Path] = []
-        self.moved: list[_Path | None] = []
+        self.rule: EmptyTextFix[_Path] = EmptyTextFix(
+            ANTHROPIC_MARKABLE if wire == "anthropic" else OPENAI_MARKABLE
+        )
         self.dropped_messages: list[_Path] = []
-        self._last: _Path | None = None
-        self._last_marked = False
 
     def walk(self, body: Mapping[str, Any]) -> None:
         if self.wire == "anthropic":
             tools = body.get("tools")
             for i, tool in enumerate(tools if isinstance(tools, list) else []):
                 if isinstance(tool, Mapping):
-                    self._candidate(("tools", i), tool)
+                    self.rule.candidate(("tools", i), marked=tool.get(CACHE_CONTROL) is not None)
             system = body.get("system")
             if isinstance(system, list) and self._blocks(system, ("system",)):
                 self.edits.drops.add(("system",))  # nothing but blank blocks: no system prompt
@@ -302,7 +305,7 @@ class _CachePlan:
         # Every block was blank: the message has nothing left to say.
         marker = message.get(CACHE_CONTROL) if self.wire == "openai" else None
         if marker is not None:
-            self._land(marker)
+            self.rule.land(marker)
         if self.wire == "anthropic" or _DROPPABLE_MESSAGE_KEYS.issuperset(message):
             self.edits.drops.add(path)
             self.dropped_messages.append(path)
@@ -320,41 +323,19 @@ class _CachePlan:
         dropped = 0
         for j, block in enumerate(blocks):
             here = (*path, j)
-            if not isinstance(block, Mapping):
-                continue
-            kind = block.get("type")
-            if not isinstance(kind, str):  # a client's junk ({"type": []}) is left as it is
-                continue
-            text = block.get("text")
-            if kind == TEXT and isinstance(text, str) and not text.strip():
+            if self.rule.block(here, block):
                 dropped += 1
-                self.empties.append(here)
                 self.edits.drops.add(here)
-                marker = block.get(CACHE_CONTROL)
-                if marker is not None:
-                    self._land(marker)
                 continue
-            markable = ANTHROPIC_MARKABLE if self.wire == "anthropic" else OPENAI_MARKABLE
-            if (kind == TEXT and isinstance(text, str)) or kind in markable:
-                self._candidate(here, block)
             # A tool result nests its own blocks, which the API checks the same way.
-            inner = block.get("content")
+            inner = block.get("content") if isinstance(block, Mapping) else None
             if (
                 self.wire == "anthropic"
-                and kind == "tool_result"
                 and not nested
+                and isinstance(block, Mapping)
+                and block.get("type") == "tool_result"
                 and isinstance(inner, list)
                 and self._blocks(inner, (*here, "content"), nested=True)
             ):
                 self.edits.drops.add((*here, "content"))
         return bool(blocks) and dropped == len(blocks)
-
-    def _candidate(self, path: _Path, block: Mapping[str, Any]) -> None:
-        self._last = path
-        self._last_marked = block.get(CACHE_CONTROL) is not None
-
-    def _land(self, marker: Any) -> None:
-        self.moved.append(self._last)
-        if self._last is not None and not self._last_marked:
-            self.edits.assign(self._last, CACHE_CONTROL, marker)
-            self._last_marked = True  # a second marker moving here is absorbed

@@ -1,17 +1,20 @@
 """The wire rules in one place: the names they read, what they report, and the one step that
 applies them to a request about to go to a route.
 
-The rules themselves are written once per representation of a conversation: raw JSON request
-bodies (:mod:`swerve._wire.payloads`, used by the transports) and LangChain message lists
-(``swerve_langchain._history``). Both give the same :class:`CacheFix` / :class:`Downgrade`
-reports, and both go through :func:`prepare_for_route`, so a swap adapts, fixes and reports
-alike whichever way the request is sent.
+The empty-text rule is decided here, once, on content blocks (:class:`EmptyTextFix`); each
+representation of a conversation only walks its own structure in prefix order and applies the
+decisions: raw JSON request bodies (:mod:`swerve._wire.payloads`, used by the transports) and
+LangChain message lists (``swerve_langchain._history``). Both give the same :class:`CacheFix` /
+:class:`Downgrade` reports, and both go through :func:`prepare_for_route`, so a swap adapts,
+fixes and reports alike whichever way the request is sent. The public names are re-exported
+by :mod:`swerve.adapters`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol, TypeVar
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from .._telemetry.telemetry import Telemetry
@@ -26,15 +29,18 @@ __all__ = [
     "TEXT",
     "CacheFix",
     "Downgrade",
-    "WireName",
+    "EmptyTextFix",
+    "Wire",
     "WireRules",
+    "is_blank_text",
     "is_claude",
     "prepare_for_route",
     "speaks_to_claude",
 ]
 
-WireName = Literal["anthropic", "openai"]
-"""Which request shape a body has: Anthropic Messages or OpenAI (OpenRouter) chat completions."""
+Wire = Literal["anthropic", "openai"]
+"""Which API a request speaks: Anthropic Messages, or OpenAI chat completions (OpenRouter and
+other OpenAI-compatible gateways). The one spelling of it in swerve."""
 
 CACHE_CONTROL = "cache_control"
 """Anthropic's prompt-caching marker (on blocks, messages, tools, or a whole request)."""
@@ -61,10 +67,81 @@ def is_claude(model: str) -> bool:
     return "claude" in model.lower()
 
 
-def speaks_to_claude(anthropic_api: bool, model: str) -> bool:
+def speaks_to_claude(wire: Wire | None, model: str) -> bool:
     """Whether a request ends up at Anthropic's checks: it is on Anthropic's own API, or it
-    names a Claude model a gateway (OpenRouter, an OpenAI-compatible proxy) relays there."""
-    return anthropic_api or is_claude(model)
+    names a Claude model a gateway (OpenRouter, an OpenAI-compatible proxy) relays there.
+    ``None`` is an API that is neither wire (another SDK's own)."""
+    return wire == "anthropic" or is_claude(model)
+
+
+def is_blank_text(block: object) -> bool:
+    """Whether ``block`` is a text block with nothing but whitespace, which Anthropic rejects."""
+    if not isinstance(block, Mapping) or block.get("type") != TEXT:
+        return False
+    text = block.get("text")
+    return isinstance(text, str) and not text.strip()
+
+
+def _own_marker(block: Mapping[str, Any]) -> Any:
+    return block.get(CACHE_CONTROL)
+
+
+K = TypeVar("K")
+
+
+@dataclass(slots=True)
+class EmptyTextFix(Generic[K]):
+    """The empty-text cache rule, decided once for every representation of a conversation.
+
+    Feed it a conversation's blocks in the order of Anthropic's cached prefix (tools, system,
+    messages), each under a key of the caller's choosing (a JSON path, a message and block
+    index): :meth:`block` says which blank text blocks go (:attr:`drops`), and a cache marker
+    one of them carried goes to the nearest earlier block that may carry one
+    (:attr:`landed`, absorbed when that block already has a marker; :attr:`moved` names it, or
+    ``None`` when there was none). Blocks the API never checks (not mappings, no string
+    ``type``) are skipped as they are. What is not a block but may carry a marker (a tool, a
+    string content the caller would turn into a block) is offered with :meth:`candidate`; a
+    marker from elsewhere (a dropped message's own) with :meth:`land`.
+    """
+
+    markable: frozenset[str]
+    """Block types besides non-blank text that may carry a marker (never thinking blocks)."""
+    marker: Callable[[Mapping[str, Any]], Any] = _own_marker
+    """How to read a block's marker (a representation may keep it elsewhere on the block)."""
+    drops: list[K] = field(default_factory=list)
+    landed: dict[K, Any] = field(default_factory=dict)
+    moved: list[K | None] = field(default_factory=list)
+    _last: K | None = field(default=None, init=False, repr=False)
+    _last_marked: bool = field(default=False, init=False, repr=False)
+
+    def block(self, key: K, block: object) -> bool:
+        """Take the next block; True when it is blank text, to be dropped."""
+        if not isinstance(block, Mapping):
+            return False
+        kind = block.get("type")
+        if not isinstance(kind, str):  # a client's junk ({"type": []}) is left as it is
+            return False
+        if is_blank_text(block):
+            self.drops.append(key)
+            marker = self.marker(block)
+            if marker is not None:
+                self.land(marker)
+            return True
+        if (kind == TEXT and isinstance(block.get("text"), str)) or kind in self.markable:
+            self.candidate(key, marked=self.marker(block) is not None)
+        return False
+
+    def candidate(self, key: K, *, marked: bool) -> None:
+        """``key`` may carry a marker (``marked``: it has one already)."""
+        self._last = key
+        self._last_marked = marked
+
+    def land(self, marker: Any) -> None:
+        """A marker leaves its block: on the nearest earlier candidate, if any."""
+        self.moved.append(self._last)
+        if self._last is not None and not self._last_marked:
+            self.landed[self._last] = marker
+            self._last_marked = True  # a second marker moving here is absorbed
 
 
 @dataclass(frozen=True, slots=True)

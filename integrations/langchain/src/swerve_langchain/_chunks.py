@@ -9,7 +9,7 @@ from langchain_core.messages import BaseMessage
 from langchain_core.outputs import ChatGenerationChunk, ChatResult
 
 from swerve import Attempt, PartKind, StreamSpec
-from swerve._failures import IncompleteStreamError
+from swerve.adapters import IncompleteStreamError
 
 from ._errors import ProviderStreamError
 

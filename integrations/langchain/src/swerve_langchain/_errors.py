@@ -29,7 +29,7 @@ from langchain_core import exceptions as lc_exc
 from pydantic import ValidationError
 
 from swerve import Failure, FailureKind, MidStreamError, UpstreamError
-from swerve._failures import IncompleteStreamError, InStreamError, MalformedStreamError, classify
+from swerve.adapters import IncompleteStreamError, InStreamError, MalformedStreamError, classify
 
 __all__ = ["ProviderStreamError", "classify_langchain_error"]
 

@@ -1,18 +1,21 @@
 """The wire rules on LangChain message objects: the conversation as a route should get it.
 
-The step that applies the rules and reports what they did, the names they read and the
-reports they give are the core's (:mod:`swerve._wire.rules`, the same the transports use on
-raw JSON bodies); this module holds only what is LangChain's own: which model a route is
-(:class:`Target`), and the two rules on message lists, both pure (the input list and its
-messages are never modified), offered to the core as :class:`MessageRules`:
+The step that applies the rules and reports what they did, the names they read, the reports
+they give and the empty-text rule's decisions are the core's (:mod:`swerve.adapters`, the same
+the transports use on raw JSON bodies); this module holds only what is LangChain's own: which
+model a route is (:class:`Target`), and the walks of message lists that apply the rules, both
+pure (the input list and its messages are never modified), offered to the core as
+:class:`MessageRules`:
 
 * :func:`fix_empty_text_cache`: for Claude targets (direct, or behind OpenRouter or another
   OpenAI-compatible gateway) empty and whitespace-only text blocks are dropped, and a
   ``cache_control`` marker one of them carried moves to the nearest earlier block that may
   carry it. Anthropic rejects markers on empty blocks (and, relayed, the blocks themselves);
   langchain-anthropic silently drops such blocks together with their marker, which loses the
-  cache breakpoint. This is the message-level twin of
-  :func:`swerve._wire.payloads.fix_empty_text_cache`.
+  cache breakpoint. What goes and where a marker lands is decided by
+  :class:`swerve.adapters.EmptyTextFix`, as for raw JSON bodies; LangChain's own part is that a
+  string content may take a moved marker (it becomes one text block) and that a message whose
+  blocks all go keeps an empty content rather than being dropped.
 * :func:`adapt_for_target`: when the call moved to another route, Anthropic prompt-caching
   markers are removed for targets that are neither Anthropic nor Claude (as LangChain's
   ``ModelFallbackMiddleware`` does) and kept otherwise; signed reasoning written by another
@@ -31,7 +34,7 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 
-from swerve._wire.rules import (
+from swerve.adapters import (
     ANTHROPIC_MARKABLE,
     CACHE_CONTROL,
     OPENAI_MARKABLE,
@@ -41,6 +44,8 @@ from swerve._wire.rules import (
     TEXT,
     CacheFix,
     Downgrade,
+    EmptyTextFix,
+    Wire,
     speaks_to_claude,
 )
 
@@ -50,10 +55,13 @@ __all__ = ["MessageRules", "Target", "adapt_for_target", "fix_empty_text_cache",
 ANTHROPIC_LLM_TYPES = frozenset(
     {"anthropic-chat", "anthropic-bedrock-chat", "anthropic-chat-vertexai"}
 )
+# `_llm_type` of models that speak OpenAI chat completions (OpenRouter's is OpenAI-compatible).
+OPENAI_LLM_TYPES = frozenset({"openai-chat", "azure-openai-chat", "openrouter-chat"})
 # LangChain's standard content blocks add their own "reasoning" and "file" kinds, and its
 # messages keep reasoning in additional_kwargs (langchain-openai's "reasoning_content" too).
 _REASONING_BLOCKS = SIGNED_THINKING | {"reasoning"}
 _REASONING_KWARGS = (REASONING_DETAILS, "reasoning_content", REASONING)
+# A LangChain message may hold either wire's blocks.
 _MARKABLE = ANTHROPIC_MARKABLE | OPENAI_MARKABLE | {"file"}
 _NESTED = ("extras", "metadata")  # where LangChain blocks may keep a cache_control marker
 
@@ -64,11 +72,11 @@ class Target:
 
     provider: str  # LangChain's provider key: "anthropic", "openai", "openrouter", ...
     model: str
-    anthropic_api: bool  # speaks Anthropic's API (ChatAnthropic and kin)
+    wire: Wire | None  # the API its SDK speaks; None for neither (another SDK's own)
 
     @property
     def claude(self) -> bool:
-        return speaks_to_claude(self.anthropic_api, self.model)
+        return speaks_to_claude(self.wire, self.model)
 
 
 def target_of(model: BaseChatModel) -> Target:
@@ -78,13 +86,18 @@ def target_of(model: BaseChatModel) -> Target:
         provider = str(model._get_ls_params().get("ls_provider") or llm_type)
     except Exception:  # a model whose ls params need call arguments
         provider = str(llm_type)
-    return Target(provider, str(name), llm_type in ANTHROPIC_LLM_TYPES)
+    wire: Wire | None = None
+    if llm_type in ANTHROPIC_LLM_TYPES:
+        wire = "anthropic"
+    elif llm_type in OPENAI_LLM_TYPES:
+        wire = "openai"
+    return Target(provider, str(name), wire)
 
 
 @dataclass(frozen=True, slots=True)
 class MessageRules:
     """The wire rules for a message list going to ``target``
-    (a :class:`swerve._wire.rules.WireRules`)."""
+    (a :class:`swerve.adapters.WireRules`)."""
 
     target: Target
 
@@ -146,47 +159,38 @@ def fix_empty_text_cache(
     """Drop empty text blocks for Claude targets, moving their cache markers back."""
     if not target.claude:
         return list(messages), None
+    # Keys are (message, block in the input, block in the output): drops are reported where
+    # they were, landed markers where they are now.
+    rule: EmptyTextFix[tuple[int, int, int]] = EmptyTextFix(_MARKABLE, _marker)
     contents: dict[int, list[Any]] = {}  # message index -> its content, rewritten
     touched: set[int] = set()
-    last: tuple[int, int] | None = None  # nearest earlier block that may carry a marker
-    last_marked = False
-    moved: list[tuple[int, int] | None] = []
-    dropped: list[str] = []
     for i, message in enumerate(messages):
         if isinstance(message.content, str):
             if message.content.strip():  # a string becomes one text block if a marker lands
                 contents[i] = [{"type": TEXT, "text": message.content}]
-                last, last_marked = (i, 0), False
+                rule.candidate((i, 0, 0), marked=False)
             continue
         new = contents[i] = []
         for j, block in enumerate(message.content):
-            if not _is_empty_text(block):
+            if rule.block((i, j, len(new)), block):
+                touched.add(i)
+            else:
                 new.append(block)
-                if _markable(block):
-                    last, last_marked = (i, len(new) - 1), _marker(block) is not None
-                continue
-            dropped.append(f"messages[{i}].content[{j}]")
-            touched.add(i)
-            marker = _marker(block)
-            if marker is None:
-                continue
-            moved.append(last)
-            if last is not None and not last_marked:
-                li, lj = last
-                contents[li][lj] = _with_marker(contents[li][lj], marker)
-                touched.add(li)
-                last_marked = True
-    if not dropped:
+    if not rule.drops:
         return list(messages), None
+    for (i, _, j), marker in rule.landed.items():
+        contents[i][j] = {**contents[i][j], CACHE_CONTROL: marker}
+        touched.add(i)
     out = [
         m.model_copy(update={"content": contents[i] or ""}) if i in touched else m
         for i, m in enumerate(messages)
     ]
     moved_to = tuple(
-        "dropped" if where is None else f"messages[{where[0]}].content[{where[1]}]"
-        for where in moved
+        "dropped" if where is None else f"messages[{where[0]}].content[{where[2]}]"
+        for where in rule.moved
     )
-    return out, CacheFix(len(dropped), moved_to, tuple(dropped))
+    dropped = tuple(f"messages[{i}].content[{j}]" for i, j, _ in rule.drops)
+    return out, CacheFix(len(dropped), moved_to, dropped)
 
 
 def _foreign(message: AIMessage, target: Target) -> bool:
@@ -199,23 +203,6 @@ def _is_reasoning(block: object) -> bool:
     return isinstance(block, dict) and block.get("type") in _REASONING_BLOCKS
 
 
-def _is_empty_text(block: object) -> bool:
-    if not isinstance(block, dict) or block.get("type") != TEXT:
-        return False
-    text = block.get("text")
-    return isinstance(text, str) and not text.strip()
-
-
-def _markable(block: object) -> bool:
-    if not isinstance(block, dict):
-        return False
-    kind = block.get("type")
-    if kind == TEXT:
-        text = block.get("text")
-        return isinstance(text, str) and bool(text.strip())
-    return kind in _MARKABLE
-
-
 def _marker(block: Any) -> Any:
     if not isinstance(block, dict):
         return None
@@ -226,12 +213,6 @@ def _marker(block: Any) -> Any:
         if isinstance(inner, dict) and inner.get(CACHE_CONTROL) is not None:
             return inner[CACHE_CONTROL]
     return None
-
-
-def _with_marker(block: Any, marker: Any) -> Any:
-    if not isinstance(block, dict) or _marker(block) is not None:
-        return block  # a marker already there absorbs the moved one
-    return {**block, CACHE_CONTROL: marker}
 
 
 def _without_cache_control(block: Any) -> Any:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from swerve import Attempt, FallbackConfig, PartKind
-from swerve._failures import AttemptTimeout
+from swerve.adapters import AttemptTimeout
 
 __all__ = [
     "SwerveTimeoutWarning",

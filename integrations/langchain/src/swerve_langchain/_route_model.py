@@ -14,7 +14,7 @@ from langchain_core.messages.tool import tool_call_chunk
 from langchain_core.outputs import ChatGenerationChunk, ChatResult
 
 from swerve import Attempt, Route, Telemetry
-from swerve._wire.rules import CACHE_CONTROL, prepare_for_route
+from swerve.adapters import CACHE_CONTROL, prepare_for_route
 
 from ._chunks import achecked, check_result, checked, part_of, strict_finish
 from ._common import resolve_chat_model
