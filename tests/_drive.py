@@ -1,27 +1,57 @@
-"""Sync or async behind one set of blocking calls, so a transport test is written once.
+"""Sync or async behind one set of blocking calls: the suite's one sync/async harness.
 
-The pattern of opentelemetry-instrumentation-httpx's ``BaseTestCases``, as a fixture: a test
-body talks to a :class:`Mode` (and the :class:`Client`, :class:`OpenAI` and
-:class:`Anthropic` it makes), and runs unchanged over ``FailoverTransport`` under
-``httpx.Client`` / ``openai.OpenAI`` / ``anthropic.Anthropic``, or over
-``AsyncFailoverTransport`` under ``httpx.AsyncClient`` / ``openai.AsyncOpenAI`` /
-``anthropic.AsyncAnthropic``, each call awaited to its end on one event loop.
+The pattern of opentelemetry-instrumentation-httpx's ``BaseTestCases``, as a fixture (``mode``,
+tests/conftest.py): a test body talks to a :class:`Mode` and runs unchanged both ways.
+
+- The transport: over ``FailoverTransport`` under ``httpx.Client`` / ``openai.OpenAI`` /
+  ``anthropic.Anthropic``, or over ``AsyncFailoverTransport`` under their async twins
+  (:meth:`Mode.client`, :meth:`Mode.openai`, :meth:`Mode.anthropic`), against the served
+  :class:`~swerve.testing.FakeProvider`: there HTTP is the subject.
+- The engine: ``Failover.call`` / ``stream`` / ``collect`` or ``acall`` / ``astream``
+  (:meth:`Mode.call`, :meth:`Mode.stream`, ...), once :meth:`Mode.over` gives it an
+  :class:`InProcessProvider`: the fake's replies and faults with no server, since the
+  engine's decisions do not depend on a socket.
+
+Async calls are each awaited to their end on the mode's one event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Iterator
+import json
+import threading
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anthropic
 import httpx
 import openai
+import pytest
 
+from swerve import Attempt, Failover, FallbackConfig, Result, StreamReset, StreamSpec
+from swerve._failures import InStreamError
 from swerve.httpx import AsyncFailoverTransport, FailoverTransport
+from swerve.testing import FakeProvider, Reply
+from swerve.testing._handler import _cut_index
+from swerve.testing._providers import Providers, check_name
+from swerve.testing._wires import WIRES, malformed_body, openai_error, stream_error, style_error
+
+from . import _wire
 
 SWERVE = "http://swerve.invalid"
+P = "primary/model-a"  # the engine's requested route, unless a test names another
+Chunks = Callable[[Attempt], Iterator[Any]]
+
+# The transport tests' routes, on both wires, and their config.
+OR, BK = "openrouter/anthropic/claude-sonnet-5", "backup/claude-sonnet-5"  # OpenAI wire
+AN, AB = "anthropic/claude-sonnet-5", "anthropic-backup/claude-sonnet-5"  # Anthropic wire
+MESSAGES = [{"role": "user", "content": "hi"}]
+TRANSPORT_CONFIG = FallbackConfig(
+    fallbacks={OR: BK, AN: AB}, max_retries=1, max_swaps=1, jitter=False, cooldown_s=30
+)
 
 
 class Mode:
@@ -31,6 +61,7 @@ class Mode:
         self.sync = sync
         self.runner = None if sync else asyncio.Runner()
         self.open: list[Any] = []  # clients to close at the end
+        self.fake: InProcessProvider | None = None  # what the engine calls, once given
 
     def __repr__(self) -> str:
         return "sync" if self.sync else "async"
@@ -41,6 +72,27 @@ class Mode:
             return call
         assert isinstance(call, Coroutine)
         return self.runner.run(call)
+
+    def at_once(self, n: int, make: Callable[[], Any]) -> list[Any]:
+        """``make()`` ``n`` times at once: sync, each in a thread (released together); async,
+        ``make()`` returns a coroutine and they are gathered. Their values, in order."""
+        if self.runner is None:
+            if n == 1:
+                return [make()]
+            start = threading.Barrier(n)
+
+            def one() -> Any:
+                start.wait(timeout=30)
+                return make()
+
+            with ThreadPoolExecutor(n) as pool:
+                futures = [pool.submit(one) for _ in range(n)]
+                return [future.result(timeout=60) for future in futures]
+
+        async def gather() -> list[Any]:
+            return list(await asyncio.gather(*(make() for _ in range(n))))
+
+        return self.runner.run(gather())
 
     def transport(self, upstreams: Any, **kwargs: Any) -> Any:
         cls = FailoverTransport if self.sync else AsyncFailoverTransport
@@ -69,6 +121,194 @@ class Mode:
             client.close()
         if self.runner is not None:
             self.runner.close()
+
+    # -- the engine, in-process ---------------------------------------------------------------
+
+    def over(self, fake: InProcessProvider) -> Mode:
+        """This mode, its engine calls served by ``fake``."""
+        self.fake = fake
+        return self
+
+    @property
+    def _fake(self) -> InProcessProvider:
+        assert self.fake is not None, "the engine needs a fake: mode.over(fake)"
+        return self.fake
+
+    def call(
+        self,
+        fo: Failover,
+        route: str = P,
+        *,
+        before: Callable[[Attempt], None] | None = None,
+        pin: bool = False,
+        on_client: Callable[[Any], None] | None = None,
+    ) -> Result[str]:
+        """One unary call; ``before(attempt)`` runs first on every attempt, ``on_client`` on
+        the httpx client made for this call."""
+        fake = self._fake
+
+        def step(attempt: Attempt) -> None:
+            if before is not None:
+                before(attempt)
+
+        if self.runner is None:
+            with fake.client() as c:
+                if on_client is not None:
+                    on_client(c)
+
+                def fn(attempt: Attempt) -> str:
+                    step(attempt)
+                    return _wire.complete(c, fake, attempt)
+
+                return fo.call(route, fn, pin=pin)
+
+        async def go() -> Result[str]:
+            async with fake.async_client() as ac:
+                if on_client is not None:
+                    on_client(ac)
+
+                async def afn(attempt: Attempt) -> str:
+                    step(attempt)
+                    return await acomplete(ac, fake, attempt)
+
+                return await fo.acall(route, afn, pin=pin)
+
+        result: Result[str] = self.runner.run(go())
+        return result
+
+    def calls(self, fo: Failover, n: int, route: str = P) -> list[Result[str]]:
+        """``n`` calls at once (threads released together, or tasks gathered), on one client."""
+        fake = self._fake
+        if self.runner is None:
+            with fake.client() as c:
+                return self.at_once(n, lambda: fo.call(route, lambda a: _wire.complete(c, fake, a)))
+
+        async def go() -> list[Result[str]]:
+            async with fake.async_client() as ac:
+                calls = (fo.acall(route, lambda a: acomplete(ac, fake, a)) for _ in range(n))
+                return list(await asyncio.gather(*calls))
+
+        results: list[Result[str]] = self.runner.run(go())
+        return results
+
+    def stream(
+        self,
+        fo: Failover,
+        route: str = P,
+        *,
+        fn: Chunks | None = None,
+        spec: StreamSpec[Any] | None = _wire.SPEC,
+        mid_stream: Any = "error",
+        out: list[Any] | None = None,
+        take: int | None = None,
+        seen: Callable[[Any], None] | None = None,
+    ) -> Any:
+        """Consume a stream (from the fake unless ``fn`` makes the chunks; async, ``fn`` is
+        turned into an async function that yields to the loop between chunks). Each chunk is
+        passed to ``seen`` as the consumer gets it, before it asks for the next, and goes to
+        ``out``; ``take``: close the stream after that many. Returns the stream."""
+        got: list[Any] = [] if out is None else out
+        fake = self._fake
+        if self.runner is None:
+            with fake.client() as c:
+                stream = fo.stream(
+                    route, fn or (lambda a: _wire.chunks(c, fake, a)), spec, mid_stream=mid_stream
+                )
+                for chunk in stream:
+                    if seen is not None:
+                        seen(chunk)
+                    got.append(chunk)
+                    if len(got) == take:
+                        stream.close()
+                        break
+            return stream
+
+        async def go() -> Any:
+            async with fake.async_client() as ac:
+                afn = _async_chunks(fn) if fn else (lambda a: _wire.achunks(ac, fake, a))
+                astream = fo.astream(route, afn, spec, mid_stream=mid_stream)
+                async for chunk in astream:
+                    if seen is not None:
+                        seen(chunk)
+                    got.append(chunk)
+                    if len(got) == take:
+                        await astream.aclose()
+                        break
+            return astream
+
+        return self.runner.run(go())
+
+    def collect(self, fo: Failover, *, fn: Chunks | None = None) -> Result[list[Any]]:
+        """The chunks of the attempt that completed. Sync: :meth:`Failover.collect`. Async has
+        no collect: an ``astream`` in restart mode, keeping what follows the last
+        :class:`StreamReset`, which is what a consumer that honours resets is left with."""
+        fake = self._fake
+        if self.runner is None:
+            with fake.client() as c:
+                return fo.collect(P, fn or (lambda a: _wire.chunks(c, fake, a)), _wire.SPEC)
+        chunks: list[Any] = []
+        stream = self.stream(fo, fn=fn, mid_stream="restart", out=chunks)
+        resets = [i for i, c in enumerate(chunks) if isinstance(c, StreamReset)]
+        result: Result[list[Any]] = stream.result(chunks[resets[-1] + 1 :] if resets else chunks)
+        return result
+
+    def abort(self, fo: Failover) -> None:
+        """The caller gives up on a call, then on a stream, while the primary hangs. Async
+        cancels the task once its request is in (and checks no task outlives it); sync code
+        is interrupted as Ctrl-C does, by a KeyboardInterrupt inside the attempt."""
+        fake = self._fake
+        if self.runner is None:
+
+            def interrupt(attempt: Attempt) -> str:
+                raise KeyboardInterrupt
+
+            def interrupted(attempt: Attempt) -> Iterator[dict[str, Any]]:
+                raise KeyboardInterrupt
+                yield {}  # a generator function: the interrupt comes at the first chunk
+
+            with pytest.raises(KeyboardInterrupt):
+                fo.call(P, interrupt)
+            stream = fo.stream(P, interrupted, _wire.SPEC)
+            with pytest.raises(KeyboardInterrupt):
+                next(stream)
+            return
+
+        async def go() -> None:
+            before = asyncio.all_tasks()
+            async with fake.async_client() as ac:
+                task = asyncio.create_task(fo.acall(P, lambda a: acomplete(ac, fake, a)))
+                assert await asyncio.to_thread(fake.wait_for_requests, "primary", 1, 5.0)
+                task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+                stream = fo.astream(P, lambda a: _wire.achunks(ac, fake, a), _wire.SPEC)
+                task = asyncio.create_task(anext(stream))  # type: ignore[arg-type]
+                assert await asyncio.to_thread(fake.wait_for_requests, "primary", 2, 5.0)
+                task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+            assert not [t for t in asyncio.all_tasks() - before if not t.done()]
+
+        self.runner.run(go())
+
+
+async def acomplete(client: httpx.AsyncClient, fake: FakeProvider, attempt: Attempt) -> str:
+    """:func:`_wire.complete`, async: an error in a 200 body is an in-stream error too."""
+    response = await client.post(_wire.url(fake, attempt), json=_wire.body(attempt))
+    response.raise_for_status()
+    data = response.json()
+    if "error" in data:
+        raise InStreamError(data)
+    return str(data["choices"][0]["message"]["content"])
+
+
+def _async_chunks(fn: Chunks) -> Callable[[Attempt], AsyncIterator[Any]]:
+    async def achunks(attempt: Attempt) -> AsyncIterator[Any]:
+        for chunk in fn(attempt):
+            await asyncio.sleep(0)
+            yield chunk
+
+    return achunks
 
 
 async def _read_whole(raw: Any, method: str, url: str, kwargs: dict[str, Any]) -> Any:
@@ -124,8 +364,9 @@ class _SDK:
         self.mode = mode
         self.sdk = cls(base_url=base_url, api_key=api_key, max_retries=0, http_client=http.raw)
 
-    def _call(self, method: Any, kwargs: dict[str, Any]) -> Any:
-        """``method(**kwargs)``'s answer; a stream's items, all read."""
+    def _pending(self, method: Any, kwargs: dict[str, Any]) -> Any:
+        """``method(**kwargs)``'s answer, a stream's items all read: sync, the value; async, a
+        coroutine for it."""
         if self.mode.sync:
             answer = method(**kwargs)
             return list(answer) if kwargs.get("stream") else answer
@@ -134,7 +375,10 @@ class _SDK:
             answer = await method(**kwargs)
             return [item async for item in answer] if kwargs.get("stream") else answer
 
-        return self.mode.run(call())
+        return call()
+
+    def _call(self, method: Any, kwargs: dict[str, Any]) -> Any:
+        return self.mode.run(self._pending(method, kwargs))
 
 
 class OpenAI(_SDK):
@@ -145,6 +389,11 @@ class OpenAI(_SDK):
     def create(self, **kwargs: Any) -> Any:
         """``chat.completions.create``: the completion, or a stream's chunks."""
         return self._call(self.sdk.chat.completions.create, kwargs)
+
+    def create_many(self, n: int, **kwargs: Any) -> list[Any]:
+        """:meth:`create`, ``n`` at once (:meth:`Mode.at_once`)."""
+        create = self.sdk.chat.completions.create
+        return self.mode.at_once(n, lambda: self._pending(create, kwargs))
 
 
 class Anthropic(_SDK):
@@ -179,3 +428,242 @@ class Anthropic(_SDK):
                 return await stream.get_final_message()
 
         return self.mode.run(final())
+
+
+# --- the fake provider in-process: its faults without a socket ---------------------------------
+# Engine tests are about decisions, not HTTP: they talk to the fake provider's own state and wire
+# code (scripts, faults, the bodies and SSE events it sends) through an httpx transport that
+# serves in this process, as pydantic-ai tests its FallbackModel on a FunctionModel. Only what
+# a socket adds (resets, byte-level breakage) is left to the served FakeProvider.
+_MAX_WAIT = 120.0  # as the served fake: nothing waits longer, so no test hangs for good
+_UNSERVED = frozenset(
+    {"reset", "reset_after", "bad_chunking", "cut_after_bytes", "content_type", "gzip", "dribble"}
+)
+
+
+@dataclass
+class _Answer:
+    """What the fake sends for one request: a wait before the response (a hang, or a slow
+    first token), then the status, headers and body pieces (each after a pause), then either
+    the end or ``cut`` (the connection closed early)."""
+
+    wait: float = 0.0
+    hang: threading.Event | None = None
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    pieces: list[tuple[float, bytes]] = field(default_factory=list)
+    cut: bool = False
+
+
+def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> _Answer:
+    headers = {"content-type": "application/json", **(headers or {})}
+    return _Answer(status=status, headers=headers, pieces=[(0.0, json.dumps(body).encode())])
+
+
+def _answer(providers: Providers, request: httpx.Request) -> _Answer:
+    """The served fake's ``do_POST``, for the faults a socket is not needed for."""
+    provider, _, rest = request.url.path.lstrip("/").partition("/")
+    wire = WIRES.get(rest.rstrip("/"))
+    if wire is None:
+        return _json(404, openai_error(404, f"no route for POST {request.url.path}"))
+    raw = request.read()
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        body = None
+    headers = {k.lower(): v for k, v in request.headers.items()}
+    if not isinstance(body, dict):
+        providers.record(provider, {"_raw": raw.decode("utf-8", "replace")}, headers)
+        return _json(400, wire.error(400, "The request body is not valid JSON."))
+    providers.record(provider, body, headers)
+    if (invalid := wire.validate(body)) is not None:
+        return _json(400, invalid)
+    model = str(body["model"])
+    fault, reply, wake = providers.next(provider, model)
+    if fault.kind in _UNSERVED or fault.kind == "echo_headers":
+        raise NotImplementedError(f"{fault.kind}: a socket's fault, use the served FakeProvider")
+    if fault.kind == "hang":
+        return _Answer(wait=_MAX_WAIT, hang=wake)
+    if fault.kind == "context_overflow":
+        return _json(400, wire.context_overflow())
+    if fault.kind == "status":
+        extra: dict[str, str] = {}
+        if fault.retry_after is not None:
+            ra = fault.retry_after
+            extra["Retry-After"] = ra if isinstance(ra, str) else f"{ra:g}"
+        if fault.retry_after_ms is not None:
+            extra["retry-after-ms"] = str(fault.retry_after_ms)
+        if isinstance(fault.body, str):
+            html = {"content-type": "text/html; charset=utf-8", **extra}
+            return _Answer(status=fault.code, headers=html, pieces=[(0.0, fault.body.encode())])
+        error = dict(fault.body) if fault.body is not None else wire.error(fault.code)
+        return _json(fault.code, error, extra)
+    text = reply.text if reply.text is not None else f"hello from {provider}"
+    first = fault.first_token_s if fault.kind == "slow" else 0.0
+    if body.get("stream") is not True:
+        if fault.kind in ("error_before_content", "error_after"):
+            return _json(200, style_error(fault.style, fault.code))
+        completion = wire.completion(reply, text, model, finished=fault.kind != "no_finish")
+        if fault.kind in ("malformed_before_content", "malformed_after"):
+            data = malformed_body(completion)
+        else:
+            data = json.dumps(completion).encode()
+        answer = _Answer(wait=first, headers={"content-type": "application/json"})
+        if fault.kind == "drop_after":  # half the body, then the connection closes
+            return replace(answer, pieces=[(0.0, data[: len(data) // 2])], cut=True)
+        return replace(answer, pieces=[(0.0, data)])
+    options = body.get("stream_options")
+    usage = isinstance(options, dict) and options.get("include_usage") is True
+    events = wire.events(reply, text, model, usage)
+    answer = _Answer(headers={"content-type": "text/event-stream; charset=utf-8"})
+    cut, started = _cut_index(fault, events), False
+    for index, (kind, data) in enumerate(events):
+        if index == cut:
+            if fault.kind == "drop_after":
+                answer.cut = True
+                return answer
+            if fault.kind in ("malformed_before_content", "malformed_after"):
+                answer.pieces.append((0.0, wire.malformed_event))
+            else:
+                answer.pieces.append((0.0, stream_error(fault.style, fault.code, model)))
+                return answer
+        if (kind == "finish" and fault.kind == "no_finish") or (
+            kind == "done" and fault.kind == "no_done"
+        ):
+            return answer
+        pause = 0.0
+        if kind == "content" and fault.kind == "slow":
+            pause = fault.first_token_s if not started else fault.per_chunk_s
+            started = True
+        answer.pieces.append((pause, data))
+    return answer
+
+
+def _read_limit(request: httpx.Request) -> float:
+    """The request's read timeout, as httpx would enforce it on a socket."""
+    read = request.extensions.get("timeout", {}).get("read")
+    return _MAX_WAIT if read is None else min(float(read), _MAX_WAIT)
+
+
+def _late(request: httpx.Request) -> httpx.ReadTimeout:
+    return httpx.ReadTimeout("timed out (in-process fake)", request=request)
+
+
+def _closed(request: httpx.Request) -> httpx.RemoteProtocolError:
+    return httpx.RemoteProtocolError(
+        "peer closed connection without sending complete message body", request=request
+    )
+
+
+class _Body(httpx.SyncByteStream):
+    def __init__(self, answer: _Answer, request: httpx.Request, stop: threading.Event) -> None:
+        self.answer, self.request, self.stop = answer, request, stop
+
+    def __iter__(self) -> Iterator[bytes]:
+        limit = _read_limit(self.request)
+        for pause, data in self.answer.pieces:
+            if pause and self.stop.wait(min(pause, limit)):
+                raise _closed(self.request)  # the fake stopped mid-pause and hung up
+            if pause > limit:
+                raise _late(self.request)
+            yield data
+        if self.answer.cut:
+            raise _closed(self.request)
+
+
+class _AsyncBody(httpx.AsyncByteStream):
+    def __init__(self, answer: _Answer, request: httpx.Request) -> None:
+        self.answer, self.request = answer, request
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        limit = _read_limit(self.request)
+        for pause, data in self.answer.pieces:
+            if pause:
+                await asyncio.sleep(min(pause, limit))  # the engine cancels at its own limit
+                if pause > limit:
+                    raise _late(self.request)
+            yield data
+        if self.answer.cut:
+            raise _closed(self.request)
+
+
+class _Transport(httpx.BaseTransport):
+    def __init__(self, fake: InProcessProvider) -> None:
+        self.fake = fake
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        answer = _answer(self.fake.state, request)
+        limit = _read_limit(request)
+        if answer.wait:
+            woken = (answer.hang or self.fake.stopping).wait(min(answer.wait, limit))
+            if not woken and answer.wait > limit:
+                raise _late(request)
+            if answer.hang is not None:
+                raise _closed(request)  # released, or waited out: it hangs up without a word
+        stream = _Body(answer, request, self.fake.stopping)
+        return httpx.Response(answer.status, headers=answer.headers, stream=stream)
+
+
+class _AsyncTransport(httpx.AsyncBaseTransport):
+    def __init__(self, fake: InProcessProvider) -> None:
+        self.fake = fake
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        await request.aread()
+        answer = _answer(self.fake.state, request)
+        limit = _read_limit(request)
+        if answer.wait:
+            waited, step = 0.0, 0.01
+            while waited < min(answer.wait, limit):  # polled: a hang wakes on set_fault
+                if answer.hang is not None and answer.hang.is_set():
+                    raise _closed(request)
+                await asyncio.sleep(step)
+                waited += step
+            if answer.wait > limit:
+                raise _late(request)
+            if answer.hang is not None:
+                raise _closed(request)  # waited out: it hangs up without a word
+        return httpx.Response(
+            answer.status, headers=answer.headers, stream=_AsyncBody(answer, request)
+        )
+
+
+class InProcessProvider(FakeProvider):
+    """A :class:`FakeProvider` with no server: the same control surface (replies, faults,
+    scripts, what each provider received), served to httpx clients made with
+    :meth:`client` / :meth:`async_client` in this process. Faults that need a socket
+    (resets, broken chunking, byte cuts, encodings) raise NotImplementedError."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stopping = threading.Event()
+
+    @property
+    def state(self) -> Providers:
+        return self._providers
+
+    def start(self) -> None:
+        self.stopping.clear()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self._providers.release_all()
+
+    def url(self, provider: str) -> str:
+        check_name(provider)
+        return f"http://fake.invalid/{provider}"
+
+    def client(self) -> httpx.Client:
+        return httpx.Client(transport=_Transport(self))
+
+    def async_client(self) -> httpx.AsyncClient:
+        return httpx.AsyncClient(transport=_AsyncTransport(self))
+
+
+@contextmanager
+def in_process(*names: str) -> Iterator[InProcessProvider]:
+    """An in-process fake whose providers ``names`` each answer "from <name>"."""
+    with InProcessProvider() as fake:
+        for name in names:
+            fake.set_reply(name, Reply(text=f"from {name}"))
+        yield fake

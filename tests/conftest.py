@@ -6,12 +6,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from swerve import Failover, FallbackConfig, MemoryHealth
 from swerve.testing import FakeClock, FakeProvider, Reply, TelemetryRecorder
+
+if TYPE_CHECKING:  # the harness imports the SDKs: only the tests that use it pay for them
+    from ._drive import Mode
 
 __all__ = ["FakeClock", "Otel"]
 
@@ -120,13 +123,43 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-def fake() -> Iterator[FakeProvider]:
-    """A fake provider whose "primary" and "fallback" answer by name (tests that need other
-    providers or replies define their own ``fake``)."""
+def fake(request: pytest.FixtureRequest) -> Iterator[FakeProvider]:
+    """A served fake provider whose providers answer "from <name>": the test module's
+    ``FAKE_PROVIDERS``, else "primary" and "fallback" (tests that need other replies, or the
+    in-process fake, define their own ``fake``)."""
+    names = getattr(request.module, "FAKE_PROVIDERS", ("primary", "fallback"))
     with FakeProvider() as server:
-        server.set_reply("primary", Reply(text="from primary"))
-        server.set_reply("fallback", Reply(text="from fallback"))
+        for name in names:
+            server.set_reply(name, Reply(text=f"from {name}"))
         yield server
+
+
+@pytest.fixture(params=["sync", "async"])
+def mode(request: pytest.FixtureRequest) -> Iterator[Mode]:
+    """The one sync/async harness (tests/_drive.py): a test written once runs both ways; what
+    it made is closed after. Engine tests give it their in-process fake (``mode.over``)."""
+    from ._drive import Mode
+
+    driver = Mode(request.param == "sync")
+    yield driver
+    driver.close()
+
+
+@pytest.fixture(params=["httpx", "httpx2"])
+def module(request: pytest.FixtureRequest) -> Any:
+    """The client library under the transport: httpx or httpx2."""
+    import httpx
+    import httpx2
+
+    return httpx if request.param == "httpx" else httpx2
+
+
+@pytest.fixture
+def failover(make_failover: Any) -> Failover:
+    """A Failover on the transport tests' routes and config (``_drive.TRANSPORT_CONFIG``)."""
+    from ._drive import TRANSPORT_CONFIG
+
+    return make_failover(TRANSPORT_CONFIG)  # type: ignore[no-any-return]
 
 
 @pytest.fixture

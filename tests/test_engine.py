@@ -1,19 +1,19 @@
-"""The engine against real httpx and the fake provider: the seed's sequences, cooldowns,
-breakers, streams, timeouts, cancellation, config reload and the off switch.
+"""The engine against real httpx and the fake provider served in-process: the seed's
+sequences, cooldowns, breakers, streams, timeouts, cancellation, config reload and the off
+switch.
 
-Every behaviour is written once and run in both modes (the ``mode`` fixture): sync through
-``call``, ``stream`` and ``collect`` on an ``httpx.Client``, async through ``acall`` and
-``astream`` on an ``httpx.AsyncClient``.
+Every behaviour is written once and run in both modes (the ``mode`` fixture, tests/_drive.py):
+sync through ``call``, ``stream`` and ``collect`` on an ``httpx.Client``, async through
+``acall`` and ``astream`` on an ``httpx.AsyncClient``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-import threading
+import re
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -21,23 +21,20 @@ import pytest
 
 from swerve import (
     Attempt,
-    Failover,
     FallbackConfig,
     MemoryHealth,
     MidStreamError,
-    Result,
     StreamReset,
-    StreamSpec,
 )
 from swerve._failures import AttemptTimeout, CircuitOpenError, FailureKind
 from swerve._health.store import CooldownRule
 from swerve.testing import FakeProvider, Fault, Reply
 
 from . import _wire
+from ._drive import InProcessProvider, Mode, in_process
 from .conftest import FakeClock, Otel
 
 P, F = "primary/model-a", "fallback/model-b"
-Chunks = Callable[[Attempt], Iterator[Any]]
 
 
 class WallClock(FakeClock):
@@ -57,208 +54,16 @@ class FailingRandomClock(FakeClock):
         raise ArithmeticError("a policy that cannot compute")
 
 
-class Driver:
-    """Runs one engine operation in the test's mode. Async operations each run in their own
-    event loop on their own ``httpx.AsyncClient``; a hand-written sync chunk function is
-    turned into an async one that yields to the loop between chunks."""
-
-    def __init__(self, mode: str, fake: FakeProvider) -> None:
-        self.mode = mode
-        self.fake = fake
-
-    @property
-    def sync(self) -> bool:
-        return self.mode == "sync"
-
-    def __repr__(self) -> str:
-        return self.mode
-
-    def call(
-        self,
-        fo: Failover,
-        route: str = P,
-        *,
-        before: Callable[[Attempt], None] | None = None,
-        pin: bool = False,
-        on_client: Callable[[Any], None] | None = None,
-    ) -> Result[str]:
-        """One unary call over the wire; ``before(attempt)`` runs first on every attempt."""
-        fake = self.fake
-
-        def step(attempt: Attempt) -> None:
-            if before is not None:
-                before(attempt)
-
-        if self.sync:
-            with httpx.Client() as c:
-                if on_client is not None:
-                    on_client(c)
-
-                def fn(attempt: Attempt) -> str:
-                    step(attempt)
-                    return _wire.complete(c, fake, attempt)
-
-                return fo.call(route, fn, pin=pin)
-
-        async def go() -> Result[str]:
-            async with httpx.AsyncClient() as ac:
-                if on_client is not None:
-                    on_client(ac)
-
-                async def afn(attempt: Attempt) -> str:
-                    step(attempt)
-                    return await _wire.acomplete(ac, fake, attempt)
-
-                return await fo.acall(route, afn, pin=pin)
-
-        return asyncio.run(go())
-
-    def stream(
-        self,
-        fo: Failover,
-        route: str = P,
-        *,
-        fn: Chunks | None = None,
-        spec: StreamSpec[Any] | None = _wire.SPEC,
-        mid_stream: Any = "error",
-        out: list[Any] | None = None,
-        take: int | None = None,
-    ) -> Any:
-        """Consume a stream (over the wire unless ``fn`` is given); its chunks go to ``out`` as
-        they arrive. ``take``: stop after that many chunks and close the stream. Returns it."""
-        got: list[Any] = [] if out is None else out
-        fake = self.fake
-        if self.sync:
-            with httpx.Client() as c:
-                stream = fo.stream(
-                    route, fn or (lambda a: _wire.chunks(c, fake, a)), spec, mid_stream=mid_stream
-                )
-                for chunk in stream:
-                    got.append(chunk)
-                    if len(got) == take:
-                        stream.close()
-                        break
-            return stream
-
-        async def go() -> Any:
-            async with httpx.AsyncClient() as ac:
-                afn = _async_chunks(fn) if fn else (lambda a: _wire.achunks(ac, fake, a))
-                astream = fo.astream(route, afn, spec, mid_stream=mid_stream)
-                async for chunk in astream:
-                    got.append(chunk)
-                    if len(got) == take:
-                        await astream.aclose()
-                        break
-            return astream
-
-        return asyncio.run(go())
-
-    def collect(self, fo: Failover, *, fn: Chunks | None = None) -> Result[list[Any]]:
-        """The chunks of the attempt that completed. Sync: :meth:`Failover.collect`. Async has
-        no collect: an ``astream`` in restart mode, keeping what follows the last
-        :class:`StreamReset`, which is what a consumer that honours resets is left with."""
-        if self.sync:
-            with httpx.Client() as c:
-                return fo.collect(P, fn or (lambda a: _wire.chunks(c, self.fake, a)), _wire.SPEC)
-        chunks: list[Any] = []
-        stream = self.stream(fo, fn=fn, mid_stream="restart", out=chunks)
-        resets = [i for i, c in enumerate(chunks) if isinstance(c, StreamReset)]
-        result: Result[list[Any]] = stream.result(chunks[resets[-1] + 1 :] if resets else chunks)
-        return result
-
-    def concurrently(self, fo: Failover, n: int) -> list[str]:
-        """``n`` calls at once (threads, or tasks); the routes that answered."""
-        fake = self.fake
-        if self.sync:
-            results: list[str] = []
-            lock = threading.Lock()
-
-            def worker() -> None:
-                with httpx.Client() as c:
-                    r = fo.call(P, lambda a: _wire.complete(c, fake, a))
-                with lock:
-                    results.append(str(r.route))
-
-            threads = [threading.Thread(target=worker) for _ in range(n)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join(timeout=10)
-            return results
-
-        async def go() -> list[str]:
-            async with httpx.AsyncClient() as ac:
-                done = await asyncio.gather(
-                    *[fo.acall(P, lambda a: _wire.acomplete(ac, fake, a)) for _ in range(n)]
-                )
-            return [str(r.route) for r in done]
-
-        return asyncio.run(go())
-
-    def abort(self, fo: Failover) -> None:
-        """The caller gives up on a call, then on a stream, while the primary hangs. Async
-        cancels the task once its request is in (and checks no task outlives it); sync code
-        is interrupted as Ctrl-C does, by a KeyboardInterrupt inside the attempt."""
-        fake = self.fake
-        if self.sync:
-
-            def interrupt(attempt: Attempt) -> str:
-                raise KeyboardInterrupt
-
-            def interrupted(attempt: Attempt) -> Iterator[dict[str, Any]]:
-                raise KeyboardInterrupt
-                yield {}  # a generator function: the interrupt comes at the first chunk
-
-            with pytest.raises(KeyboardInterrupt):
-                fo.call(P, interrupt)
-            stream = fo.stream(P, interrupted, _wire.SPEC)
-            with pytest.raises(KeyboardInterrupt):
-                next(stream)
-            return
-
-        async def go() -> None:
-            before = asyncio.all_tasks()
-            async with httpx.AsyncClient() as ac:
-                task = asyncio.create_task(fo.acall(P, lambda a: _wire.acomplete(ac, fake, a)))
-                assert await asyncio.to_thread(fake.wait_for_requests, "primary", 1, 5.0)
-                task.cancel()
-                with pytest.raises(asyncio.CancelledError):
-                    await task
-                stream = fo.astream(P, lambda a: _wire.achunks(ac, fake, a), _wire.SPEC)
-                task = asyncio.create_task(anext(stream))  # type: ignore[arg-type]
-                assert await asyncio.to_thread(fake.wait_for_requests, "primary", 2, 5.0)
-                task.cancel()
-                with pytest.raises(asyncio.CancelledError):
-                    await task
-            assert not [t for t in asyncio.all_tasks() - before if not t.done()]
-
-        asyncio.run(go())
-
-
-def _async_chunks(fn: Chunks) -> Callable[[Attempt], AsyncIterator[Any]]:
-    async def achunks(attempt: Attempt) -> AsyncIterator[Any]:
-        for chunk in fn(attempt):
-            await asyncio.sleep(0)
-            yield chunk
-
-    return achunks
-
-
-@pytest.fixture(params=["sync", "async"])
-def mode(request: pytest.FixtureRequest, fake: FakeProvider) -> Driver:
-    return Driver(str(request.param), fake)
+@pytest.fixture
+def fake() -> Iterator[InProcessProvider]:
+    """The fake provider in-process: the engine's decisions do not depend on a socket."""
+    with in_process("primary", "fallback") as provider:
+        yield provider
 
 
 @pytest.fixture
-def make_failover(otel: Otel, clock: FakeClock, health: MemoryHealth) -> Callable[..., Failover]:
-    """A Failover on the test's clock, health store and in-memory telemetry."""
-
-    def make(config: FallbackConfig | None = None, **kwargs: Any) -> Failover:
-        params: dict[str, Any] = {"health": health, "telemetry": otel.telemetry, "clock": clock}
-        params.update(kwargs)
-        return Failover(config, **params)
-
-    return make
+def mode(mode: Mode, fake: InProcessProvider) -> Mode:
+    return mode.over(fake)
 
 
 def cool(health: MemoryHealth, route: str, clock: FakeClock, seconds: float) -> None:
@@ -277,7 +82,7 @@ def seed_config(**kw: Any) -> FallbackConfig:
 
 # --- the seed's sequences ---------------------------------------------------------------------
 def test_both_routes_down_retries_swaps_bounces_and_surfaces(
-    make_failover: Any, mode: Driver, fake: FakeProvider, clock: FakeClock, health: MemoryHealth,
+    make_failover: Any, mode: Mode, fake: FakeProvider, clock: FakeClock, health: MemoryHealth,
     otel: Otel,
 ) -> None:  # fmt: skip
     fo = make_failover(seed_config(max_retries=3, max_swaps=2))
@@ -302,7 +107,7 @@ def test_both_routes_down_retries_swaps_bounces_and_surfaces(
 
 
 def test_two_503s_then_the_fallback_answers_and_the_next_call_starts_there(
-    make_failover: Any, mode: Driver, fake: FakeProvider, clock: FakeClock, health: MemoryHealth,
+    make_failover: Any, mode: Mode, fake: FakeProvider, clock: FakeClock, health: MemoryHealth,
     otel: Otel,
 ) -> None:  # fmt: skip
     fo = make_failover(seed_config(max_retries=1))
@@ -327,7 +132,7 @@ def test_two_503s_then_the_fallback_answers_and_the_next_call_starts_there(
 
 
 def test_each_swap_logs_a_trace_correlated_record(
-    make_failover: Any, mode: Driver, fake: FakeProvider, otel: Otel,
+    make_failover: Any, mode: Mode, fake: FakeProvider, otel: Otel,
     caplog: pytest.LogCaptureFixture,
 ) -> None:  # fmt: skip
     fo = make_failover(seed_config(max_retries=0))
@@ -342,7 +147,7 @@ def test_each_swap_logs_a_trace_correlated_record(
 
 
 def test_failed_fallback_leaves_the_requested_route_on_the_error(
-    make_failover: Any, mode: Driver, fake: FakeProvider, otel: Otel
+    make_failover: Any, mode: Mode, fake: FakeProvider, otel: Otel
 ) -> None:
     fo = make_failover(seed_config(max_retries=0, max_swaps=1))
     fake.set_fault("primary", Fault.status(502))
@@ -358,7 +163,7 @@ def test_failed_fallback_leaves_the_requested_route_on_the_error(
 
 # --- cooldowns ---------------------------------------------------------------------------------
 def test_cooldown_walk_with_a_cycle_starts_on_the_requested_route(
-    make_failover: Any, mode: Driver, clock: FakeClock, health: MemoryHealth
+    make_failover: Any, mode: Mode, clock: FakeClock, health: MemoryHealth
 ) -> None:
     third = "third/model-c"
     fo = make_failover(FallbackConfig(fallbacks={P: F, F: third, third: P}))
@@ -373,7 +178,7 @@ def test_cooldown_walk_with_a_cycle_starts_on_the_requested_route(
 
 
 def test_refailure_extends_the_cooldown(
-    make_failover: Any, mode: Driver, fake: FakeProvider, clock: FakeClock, health: MemoryHealth
+    make_failover: Any, mode: Mode, fake: FakeProvider, clock: FakeClock, health: MemoryHealth
 ) -> None:
     fo = make_failover(FallbackConfig(fallbacks={P: F}, max_retries=0, cooldown_s=60))
     fake.set_fault("primary", Fault.status(503))
@@ -389,7 +194,7 @@ def test_refailure_extends_the_cooldown(
 
 
 def test_retry_after_sets_the_cooldown_within_its_cap(
-    make_failover: Any, mode: Driver, fake: FakeProvider, clock: FakeClock, health: MemoryHealth
+    make_failover: Any, mode: Mode, fake: FakeProvider, clock: FakeClock, health: MemoryHealth
 ) -> None:
     config = FallbackConfig(fallbacks={P: F}, max_retries=0, cooldown_s=30, cooldown_max_s=600)
     fo = make_failover(config)
@@ -404,7 +209,7 @@ def test_retry_after_sets_the_cooldown_within_its_cap(
 
 
 def test_not_qualifying_errors_surface_at_once_without_cooldown(
-    make_failover: Any, mode: Driver, fake: FakeProvider, clock: FakeClock, health: MemoryHealth,
+    make_failover: Any, mode: Mode, fake: FakeProvider, clock: FakeClock, health: MemoryHealth,
     otel: Otel,
 ) -> None:  # fmt: skip
     fo = make_failover(seed_config())
@@ -417,7 +222,7 @@ def test_not_qualifying_errors_surface_at_once_without_cooldown(
 
 
 def test_a_recorded_effect_declines_retry_and_swap(
-    make_failover: Any, mode: Driver, fake: FakeProvider, clock: FakeClock, health: MemoryHealth,
+    make_failover: Any, mode: Mode, fake: FakeProvider, clock: FakeClock, health: MemoryHealth,
     otel: Otel,
 ) -> None:  # fmt: skip
     fo = make_failover(seed_config())
@@ -431,7 +236,7 @@ def test_a_recorded_effect_declines_retry_and_swap(
 
 # --- breakers -----------------------------------------------------------------------------------
 def test_open_breaker_sends_calls_to_the_sibling_and_a_probe_closes_it(
-    make_failover: Any, mode: Driver, fake: FakeProvider, clock: FakeClock, otel: Otel
+    make_failover: Any, mode: Mode, fake: FakeProvider, clock: FakeClock, otel: Otel
 ) -> None:
     config = FallbackConfig(
         fallbacks={P: F}, max_retries=0, cooldown_s=0,
@@ -463,7 +268,7 @@ def test_open_breaker_sends_calls_to_the_sibling_and_a_probe_closes_it(
 
 
 def test_breaker_rejection_is_a_failure_that_swaps(
-    make_failover: Any, mode: Driver, clock: FakeClock, health: MemoryHealth
+    make_failover: Any, mode: Mode, clock: FakeClock, health: MemoryHealth
 ) -> None:
     config = FallbackConfig(fallbacks={P: F}, breaker={"half_open_probes": 1, "open_s": 5})
     fo = make_failover(config)
@@ -485,7 +290,7 @@ def test_breaker_rejection_is_a_failure_that_swaps(
 
 # --- streams ------------------------------------------------------------------------------------
 def test_in_stream_error_before_content_swaps_invisibly(
-    make_failover: Any, mode: Driver, fake: FakeProvider, otel: Otel
+    make_failover: Any, mode: Mode, fake: FakeProvider, otel: Otel
 ) -> None:
     fo = make_failover(seed_config(max_retries=0))
     fake.set_fault("primary", Fault.error_before_content("openrouter", 503))
@@ -508,7 +313,7 @@ def test_in_stream_error_before_content_swaps_invisibly(
 
 @pytest.mark.parametrize("style", ["openrouter", "openai"])
 def test_in_stream_error_after_content_raises_midstream_error(
-    make_failover: Any, mode: Driver, fake: FakeProvider, clock: FakeClock, health: MemoryHealth,
+    make_failover: Any, mode: Mode, fake: FakeProvider, clock: FakeClock, health: MemoryHealth,
     style: str,
 ) -> None:  # fmt: skip
     fo = make_failover(seed_config())
@@ -525,7 +330,7 @@ def test_in_stream_error_after_content_raises_midstream_error(
 
 
 def test_restart_mode_resets_and_continues_on_the_sibling(
-    make_failover: Any, mode: Driver, fake: FakeProvider, otel: Otel
+    make_failover: Any, mode: Mode, fake: FakeProvider, otel: Otel
 ) -> None:
     fo = make_failover(seed_config(max_retries=0))
     fake.set_reply("primary", Reply(text="one two three"))
@@ -543,7 +348,7 @@ def test_restart_mode_resets_and_continues_on_the_sibling(
 
 
 def test_stream_that_ends_without_finish_is_a_failure(
-    make_failover: Any, mode: Driver, fake: FakeProvider
+    make_failover: Any, mode: Mode, fake: FakeProvider
 ) -> None:
     fo = make_failover(seed_config(max_retries=0))
     fake.set_fault("primary", Fault.no_finish())
@@ -554,7 +359,7 @@ def test_stream_that_ends_without_finish_is_a_failure(
 
 
 def test_collect_never_returns_output_of_a_failed_attempt(
-    make_failover: Any, mode: Driver, fake: FakeProvider, otel: Otel
+    make_failover: Any, mode: Mode, fake: FakeProvider, otel: Otel
 ) -> None:
     fo = make_failover(seed_config(max_retries=0))
     fake.set_reply("primary", Reply(text="partial words here"))
@@ -567,7 +372,7 @@ def test_collect_never_returns_output_of_a_failed_attempt(
 
 
 def test_stream_before_and_after_content(
-    make_failover: Any, mode: Driver, fake: FakeProvider
+    make_failover: Any, mode: Mode, fake: FakeProvider
 ) -> None:
     fo = make_failover(seed_config(max_retries=0))
     fake.set_fault("primary", Fault.error_before_content("anthropic", 529))
@@ -592,7 +397,7 @@ def test_stream_before_and_after_content(
     ],
 )
 def test_stream_timeouts_fail_over(
-    make_failover: Any, mode: Driver, fake: FakeProvider, fault: Fault, limits: dict[str, float],
+    make_failover: Any, mode: Mode, fake: FakeProvider, fault: Fault, limits: dict[str, float],
     expected: str,
 ) -> None:  # fmt: skip
     # A call bound of its own, far off: the primary's limit is under test, and a loaded machine
@@ -609,7 +414,7 @@ def test_stream_timeouts_fail_over(
 
 
 def test_stall_after_content_is_a_midstream_timeout(
-    make_failover: Any, mode: Driver, fake: FakeProvider, health: MemoryHealth
+    make_failover: Any, mode: Mode, fake: FakeProvider, health: MemoryHealth
 ) -> None:
     fo = make_failover(seed_config(max_retries=0, stall_timeout_s=0.2), clock=WallClock())
     fake.set_reply("primary", Reply(text="one two three"))
@@ -622,7 +427,7 @@ def test_stall_after_content_is_a_midstream_timeout(
     assert P in health.unavailable(time.time())
 
 
-def test_deadline_ends_the_call(make_failover: Any, mode: Driver, fake: FakeProvider) -> None:
+def test_deadline_ends_the_call(make_failover: Any, mode: Mode, fake: FakeProvider) -> None:
     fo = make_failover(seed_config(deadline_s=0.3), clock=WallClock())
     fake.set_fault("primary", Fault.hang())
     fake.set_fault("fallback", Fault.hang())
@@ -634,7 +439,7 @@ def test_deadline_ends_the_call(make_failover: Any, mode: Driver, fake: FakeProv
         assert isinstance(info.value, AttemptTimeout) and info.value.limit == "deadline"
 
 
-def test_attempt_timeout_fails_over(make_failover: Any, mode: Driver, fake: FakeProvider) -> None:
+def test_attempt_timeout_fails_over(make_failover: Any, mode: Mode, fake: FakeProvider) -> None:
     """Sync code cannot be pre-empted: the attempt's timeout is handed to httpx; async code is
     cancelled at it."""
     fo = make_failover(seed_config(max_retries=0, attempt_timeout_s=0.2))
@@ -647,7 +452,7 @@ def test_attempt_timeout_fails_over(make_failover: Any, mode: Driver, fake: Fake
 
 # --- cancellation ---------------------------------------------------------------------------------
 def test_cancellation_never_swaps_and_leaks_nothing(
-    make_failover: Any, mode: Driver, fake: FakeProvider, clock: FakeClock, health: MemoryHealth,
+    make_failover: Any, mode: Mode, fake: FakeProvider, clock: FakeClock, health: MemoryHealth,
     otel: Otel,
 ) -> None:  # fmt: skip
     fo = make_failover(seed_config())
@@ -662,7 +467,7 @@ def test_cancellation_never_swaps_and_leaks_nothing(
 
 
 def test_consumer_stopping_early_closes_the_upstream(
-    make_failover: Any, mode: Driver, fake: FakeProvider, otel: Otel
+    make_failover: Any, mode: Mode, fake: FakeProvider, otel: Otel
 ) -> None:
     fo = make_failover(seed_config())
     fake.set_reply("primary", Reply(text="a b c d e f"))
@@ -673,7 +478,7 @@ def test_consumer_stopping_early_closes_the_upstream(
 
 # --- config: reload and off ---------------------------------------------------------------------
 def test_config_reload_clears_cooldowns(
-    make_failover: Any, mode: Driver, fake: FakeProvider, clock: FakeClock, health: MemoryHealth,
+    make_failover: Any, mode: Mode, fake: FakeProvider, clock: FakeClock, health: MemoryHealth,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     var = "SWERVE_TEST_RELOAD"
@@ -689,7 +494,7 @@ def test_config_reload_clears_cooldowns(
 
 @pytest.mark.parametrize("config", [None, FallbackConfig(fallbacks={P: F}, max_swaps=0)])
 def test_no_config_or_zero_swaps_passes_straight_through(
-    make_failover: Any, mode: Driver, fake: FakeProvider, otel: Otel,
+    make_failover: Any, mode: Mode, fake: FakeProvider, otel: Otel,
     monkeypatch: pytest.MonkeyPatch, config: FallbackConfig | None,
 ) -> None:  # fmt: skip
     monkeypatch.delenv("SWERVE_FALLBACK_CONFIG", raising=False)
@@ -707,7 +512,7 @@ def test_no_config_or_zero_swaps_passes_straight_through(
 
 # --- telemetry nesting --------------------------------------------------------------------------
 def test_httpx_spans_nest_under_the_attempt_that_made_them(
-    make_failover: Any, mode: Driver, fake: FakeProvider, otel: Otel
+    make_failover: Any, mode: Mode, fake: FakeProvider, otel: Otel
 ) -> None:
     from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
 
@@ -733,16 +538,16 @@ def test_httpx_spans_nest_under_the_attempt_that_made_them(
 
 
 def test_concurrent_calls_share_health(
-    make_failover: Any, mode: Driver, fake: FakeProvider, clock: FakeClock, health: MemoryHealth
+    make_failover: Any, mode: Mode, fake: FakeProvider, clock: FakeClock, health: MemoryHealth
 ) -> None:
     fo = make_failover(seed_config(max_retries=0))
     fake.set_fault("primary", Fault.status(503))
-    assert mode.concurrently(fo, 8) == [F] * 8
+    assert [str(r.route) for r in mode.calls(fo, 8)] == [F] * 8
     assert P in health.unavailable(clock.now)
 
 
 def test_pinned_call_neither_walks_nor_swaps(
-    make_failover: Any, mode: Driver, fake: FakeProvider, clock: FakeClock, health: MemoryHealth
+    make_failover: Any, mode: Mode, fake: FakeProvider, clock: FakeClock, health: MemoryHealth
 ) -> None:
     fo = make_failover(seed_config(max_retries=1))
     cool(health, P, clock, 60)  # a normal call would start on the fallback
@@ -766,7 +571,7 @@ def test_pinned_call_neither_walks_nor_swaps(
     ids=["overflowing-backoff", "infinite-wait", "failing-decision"],
 )
 def test_the_upstream_error_surfaces_whatever_the_policy_computes(
-    make_failover: Any, mode: Driver, fake: FakeProvider, config: FallbackConfig, clock: FakeClock
+    make_failover: Any, mode: Mode, fake: FakeProvider, config: FallbackConfig, clock: FakeClock
 ) -> None:
     fo = make_failover(config.model_copy(update={"fallbacks": {}}), clock=clock)
     fake.set_fault("primary", Fault.status(503))
@@ -778,7 +583,7 @@ def test_the_upstream_error_surfaces_whatever_the_policy_computes(
 
 
 def test_a_limit_already_past_reports_no_negative_duration(
-    make_failover: Any, mode: Driver, clock: FakeClock
+    make_failover: Any, mode: Mode, clock: FakeClock
 ) -> None:
     fo = make_failover(seed_config(fallbacks={}, attempt_timeout_s=5))
 
@@ -812,7 +617,7 @@ def test_no_route_name_forges_or_colours_a_log_line(
 
 
 def test_a_break_after_the_finish_reason_is_a_whole_answer(
-    make_failover: Any, mode: Driver, health: MemoryHealth
+    make_failover: Any, mode: Mode, health: MemoryHealth
 ) -> None:
     # The answer said it finished; only [DONE] was lost: no swap, no cooldown, no error.
     fo = make_failover(seed_config(max_retries=0))
@@ -831,3 +636,86 @@ def test_a_break_after_the_finish_reason_is_a_whole_answer(
     assert calls == [P] and str(result.route) == P
     assert [a.failure for a in result.attempts] == [None]
     assert not [h for h in health.snapshot(0.0) if h.degraded or h.degraded_until]
+
+
+# --- the in-process fake sends what the served one does --------------------------------------
+_IDS = re.compile(rb'"(id|created)": ?("[^"]*"|\d+)')
+
+
+def _request(stream: bool) -> dict[str, Any]:
+    return {"model": "model-a", "messages": [{"role": "user", "content": "hi"}], "stream": stream}
+
+
+Sent = tuple[int | None, str | None, bytes, str]
+_TIMEOUT = httpx.Timeout(5, read=0.1)  # a hang or a slow first token outlasts it
+
+
+def _sent(client: httpx.Client, url: str, stream: bool) -> Sent:
+    """Status, Retry-After, body (ids and times blanked) and how the read ended."""
+    status, retry_after, got, end = None, None, b"", "whole"
+    try:
+        with client.stream(
+            "POST", f"{url}/v1/chat/completions", json=_request(stream), timeout=_TIMEOUT
+        ) as response:
+            status, retry_after = response.status_code, response.headers.get("retry-after")
+            for piece in response.iter_bytes():
+                got += piece
+    except httpx.HTTPError as exc:
+        end = type(exc).__name__
+    return status, retry_after, _IDS.sub(b"", got), end
+
+
+async def _asent(client: httpx.AsyncClient, url: str, stream: bool) -> Sent:
+    """:func:`_sent`, through an async client."""
+    status, retry_after, got, end = None, None, b"", "whole"
+    try:
+        async with client.stream(
+            "POST", f"{url}/v1/chat/completions", json=_request(stream), timeout=_TIMEOUT
+        ) as response:
+            status, retry_after = response.status_code, response.headers.get("retry-after")
+            async for piece in response.aiter_bytes():
+                got += piece
+    except httpx.HTTPError as exc:
+        end = type(exc).__name__
+    return status, retry_after, _IDS.sub(b"", got), end
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+@pytest.mark.parametrize(
+    "fault",
+    [
+        Fault.ok(),
+        Fault.status(503),
+        Fault.status(429, retry_after=300),
+        Fault.context_overflow(),
+        Fault.error_before_content("openrouter", 503),
+        Fault.error_after(1, "openai", 502),
+        Fault.drop_after(2),
+        Fault.no_finish(),
+        Fault.no_done(),
+        Fault.malformed_before_content(),
+        Fault.hang(),
+        Fault.slow(first_token_s=0.3),
+    ],
+    ids=lambda f: f.kind,
+)
+def test_the_in_process_fake_sends_what_the_served_one_does(
+    mode: Mode, fake: InProcessProvider, fault: Fault, stream: bool
+) -> None:
+    """The engine tests' fake, against the served one, through sync and async clients."""
+    with FakeProvider() as served:
+        served.set_reply("primary", Reply(text="from primary"))
+        fake.set_fault("primary", fault)
+        served.set_fault("primary", fault)
+        near, far = fake.url("primary"), served.url("primary")
+        if mode.sync:
+            with fake.client() as n, httpx.Client() as c:
+                assert _sent(n, near, stream) == _sent(c, far, stream)
+        else:
+
+            async def both() -> None:
+                async with fake.async_client() as n, httpx.AsyncClient() as c:
+                    assert await _asent(n, near, stream) == await _asent(c, far, stream)
+
+            mode.run(both())
+        assert fake.received("primary") == served.received("primary")

@@ -3,15 +3,13 @@
 A hang or a stall swaps at once; an overflow follows its own map; a content filter surfaces;
 recovery costs one probe, never a stampede; a stream that finished is finished; malformed data
 is a transport failure; and no call outlives its bound. Each behaviour is written once and run
-through both the sync and the async engine.
+through both the sync and the async engine (the ``mode`` fixture, tests/_drive.py), against the
+fake provider served in-process.
 """
 
 from __future__ import annotations
 
-import asyncio
-import threading
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -24,6 +22,7 @@ from swerve._failures import FailureKind, InStreamError
 from swerve.testing import FakeClock, FakeProvider, Fault, Reply
 
 from . import _wire
+from ._drive import InProcessProvider, Mode, in_process
 from .conftest import Otel
 
 P, F, BIG = "primary/model-a", "fallback/model-b", "large/model-xl"
@@ -41,11 +40,15 @@ CONTENT_FILTER = Fault.status(
 
 
 @pytest.fixture
-def fake() -> Iterator[FakeProvider]:
-    with FakeProvider() as server:
-        for name in ("primary", "fallback", "large"):
-            server.set_reply(name, Reply(text=f"from {name}"))
-        yield server
+def fake() -> Iterator[InProcessProvider]:
+    """The fake provider in-process: what a failure means is decided without a socket."""
+    with in_process("primary", "fallback", "large") as provider:
+        yield provider
+
+
+@pytest.fixture
+def mode(mode: Mode, fake: InProcessProvider) -> Mode:
+    return mode.over(fake)
 
 
 def config(**kw: Any) -> FallbackConfig:
@@ -54,97 +57,11 @@ def config(**kw: Any) -> FallbackConfig:
     return FallbackConfig(**params)
 
 
-def _ignore(chunk: Any) -> None:
-    return None
-
-
-class Mode:
-    """One way of calling the engine: ``sync`` (httpx.Client, threads) or ``async``
-    (httpx.AsyncClient, tasks on one event loop). The test bodies never say which."""
-
-    def __init__(self, name: str, fake: FakeProvider) -> None:
-        self.name = name
-        self.fake = fake
-        self.client = httpx.Client()
-        self.runner = asyncio.Runner()
-        # Made once: building a client (its TLS context) costs more than a loopback call.
-        self.aclient = self.runner.run(self._aclient())
-
-    @staticmethod
-    async def _aclient() -> httpx.AsyncClient:
-        return httpx.AsyncClient()
-
-    def close(self) -> None:
-        self.client.close()
-        self.runner.run(self.aclient.aclose())
-        self.runner.close()
-
-    def call(self, fo: Failover, route: str = P) -> Result[str]:
-        return self.calls(fo, 1, route)[0]
-
-    def calls(self, fo: Failover, n: int, route: str = P) -> list[Result[str]]:
-        """``n`` calls at once: threads released together, or tasks gathered."""
-        fake, client, aclient = self.fake, self.client, self.aclient
-        if self.name == "sync":
-            if n == 1:
-                return [fo.call(route, lambda a: _wire.complete(client, fake, a))]
-            start = threading.Barrier(n)
-            with ThreadPoolExecutor(n) as pool:
-
-                def one() -> Result[str]:
-                    start.wait(timeout=30)
-                    return fo.call(route, lambda a: _wire.complete(client, fake, a))
-
-                futures = [pool.submit(one) for _ in range(n)]
-                return [future.result(timeout=60) for future in futures]
-
-        async def complete(attempt: Attempt) -> str:
-            return await _acomplete(aclient, fake, attempt)
-
-        async def run() -> list[Result[str]]:
-            return list(await asyncio.gather(*(fo.acall(route, complete) for _ in range(n))))
-
-        return self.runner.run(run())
-
-    def stream(
-        self, fo: Failover, route: str = P, seen: Callable[[Any], None] = _ignore, **kw: Any
-    ) -> tuple[list[Any], Result[list[Any]]]:
-        """The chunks a consumer saw (resets included), and the stream's result; ``seen`` is
-        called with each chunk as the consumer gets it, before it asks for the next."""
-        fake, client, aclient = self.fake, self.client, self.aclient
-        if self.name == "sync":
-            stream = fo.stream(route, lambda a: _wire.chunks(client, fake, a), _wire.SPEC, **kw)
-            out = []
-            for chunk in stream:
-                seen(chunk)
-                out.append(chunk)
-            return out, stream.result(out)
-
-        async def run() -> tuple[list[Any], Result[list[Any]]]:
-            astream = fo.astream(route, lambda a: _wire.achunks(aclient, fake, a), _wire.SPEC, **kw)
-            out = []
-            async for chunk in astream:
-                seen(chunk)
-                out.append(chunk)
-            return out, astream.result(out)
-
-        return self.runner.run(run())
-
-
-async def _acomplete(client: httpx.AsyncClient, fake: FakeProvider, attempt: Attempt) -> str:
-    response = await client.post(_wire.url(fake, attempt), json=_wire.body(attempt))
-    response.raise_for_status()
-    data = response.json()
-    if "error" in data:
-        raise InStreamError(data)
-    return str(data["choices"][0]["message"]["content"])
-
-
-@pytest.fixture(params=["sync", "async"])
-def mode(request: pytest.FixtureRequest, fake: FakeProvider) -> Iterator[Mode]:
-    m = Mode(request.param, fake)
-    yield m
-    m.close()
+def streamed(mode: Mode, fo: Failover, **kw: Any) -> tuple[list[Any], Result[list[Any]]]:
+    """The chunks a consumer saw (resets included), and the stream's result."""
+    out: list[Any] = []
+    stream = mode.stream(fo, out=out, **kw)
+    return out, stream.result(out)
 
 
 def served(results: list[Result[str]]) -> list[str]:
@@ -169,7 +86,7 @@ def test_a_stalling_stream_swaps_after_one_stall(
 ) -> None:
     fo = make_failover(config(max_retries=2, stall_timeout_s=0.3))
     fake.set_fault("primary", Fault.slow(first_token_s=10))
-    out, result = mode.stream(fo)
+    out, result = streamed(mode, fo)
     assert _wire.text(out) == "from fallback"
     assert fake.requests("primary") == 1
     failure = result.attempts[0].failure
@@ -187,7 +104,7 @@ def test_a_stall_after_content_restarts_once_on_the_next_route(
     loaded machine cannot turn the stall after content into one before it."""
     fo = make_failover(config(max_retries=2, stall_timeout_s=30))
     fake.set_reply("primary", Reply(text="one two three"))
-    if mode.name == "async":
+    if not mode.sync:
         fake.set_fault("primary", Fault.slow(per_chunk_s=120))  # after the first chunk, silence
     stalled = []
 
@@ -196,7 +113,7 @@ def test_a_stall_after_content_restarts_once_on_the_next_route(
             stalled.append(chunk)
             clock.advance(31)
 
-    out, result = mode.stream(fo, seen=stall_after_content, mid_stream="restart")
+    out, result = streamed(mode, fo, seen=stall_after_content, mid_stream="restart")
     resets = [c for c in out if isinstance(c, StreamReset)]
     assert [(str(r.route), str(r.next_route)) for r in resets] == [(P, F)]
     assert _wire.text(out[: out.index(resets[0])]) == "one"
@@ -308,7 +225,7 @@ def test_a_long_outage_returns_to_the_primary_sooner_than_a_fixed_60s_cooldown(
     fixed = [back_after(config(cooldown_s=60, cooldown_max_s=60), o) for o in outages]
     growing = [back_after(config(), o) for o in outages]
     figures = (
-        f"[{mode.name}] back on the primary after recovery: worst {max(growing):g}s, "
+        f"[{mode!r}] back on the primary after recovery: worst {max(growing):g}s, "
         f"mean {sum(growing) / 5:g}s (fixed 60 s cooldown: worst {max(fixed):g}s, "
         f"mean {sum(fixed) / 5:g}s)"
     )
@@ -322,7 +239,7 @@ def test_a_stream_with_a_finish_reason_and_no_done_is_a_success(
 ) -> None:  # fmt: skip
     fo = make_failover(config())
     fake.set_fault("primary", Fault.no_done())
-    out, result = mode.stream(fo)
+    out, result = streamed(mode, fo)
     assert _wire.text(out) == "from primary" and str(result.route) == P
     assert fake.requests("primary") == 1
     assert P not in health.unavailable(clock.now) and not otel.events("swerve.cooldown")
@@ -333,7 +250,7 @@ def test_an_undecodable_chunk_before_content_swaps(
 ) -> None:
     fo = make_failover(config(max_retries=1))
     fake.set_fault("primary", Fault.malformed_before_content())
-    out, result = mode.stream(fo)
+    out, result = streamed(mode, fo)
     assert _wire.text(out) == "from fallback"
     failure = result.attempts[0].failure
     assert failure is not None and failure.kind is FailureKind.TRANSPORT

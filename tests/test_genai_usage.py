@@ -3,7 +3,8 @@ reasons read from JSON bodies and SSE streams of both wires, ``error`` for a str
 and the tokens failed attempts cost (``swerve.failover.tokens``).
 
 Real openai / anthropic SDKs and httpx clients over the transport, sync and async (the
-``mode`` fixture), against the fake provider; spans and metrics through the real OTel SDK."""
+``mode`` fixture, tests/_drive.py), against the fake provider; spans and metrics through the
+real OTel SDK."""
 
 from __future__ import annotations
 
@@ -36,13 +37,6 @@ def fake() -> Iterator[FakeProvider]:
         for name in ("openrouter", "backup", "anthropic", "anthropic-backup"):
             server.set_reply(name, Reply(text="one two three", usage=(12, 7)))
         yield server
-
-
-@pytest.fixture(params=["sync", "async"])
-def mode(request: pytest.FixtureRequest) -> Iterator[Mode]:
-    driver = Mode(request.param == "sync")
-    yield driver
-    driver.close()
 
 
 @pytest.fixture

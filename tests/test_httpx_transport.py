@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
 from typing import Any
 
 import anthropic
@@ -22,21 +21,15 @@ from swerve import Failover, FallbackConfig, MemoryHealth
 from swerve.httpx import FailoverTransport, ResponseTooLarge, Upstream
 from swerve.testing import FakeProvider, Fault, Reply
 
-from ._drive import Client, Mode
+from ._drive import AB, AN, BK, MESSAGES, OR, Client, Mode
+from ._drive import TRANSPORT_CONFIG as CONFIG
 from .conftest import FakeClock, Otel
 
-OR, BK = "openrouter/anthropic/claude-sonnet-5", "backup/claude-sonnet-5"  # OpenAI wire
-AN, AB = "anthropic/claude-sonnet-5", "anthropic-backup/claude-sonnet-5"  # Anthropic wire
 SECRETS = ("sk-or-v1-0123456789abcdefSECRET", "sk-ant-api03-BACKUPSECRETabcdef0123")
-MESSAGES = [{"role": "user", "content": "hi"}]
 
 
-@pytest.fixture
-def fake() -> Iterator[FakeProvider]:
-    with FakeProvider() as server:
-        for name in ("openrouter", "backup", "anthropic", "anthropic-backup"):
-            server.set_reply(name, Reply(text=f"from {name}"))
-        yield server
+# The ``fake`` fixture (tests/conftest.py) serves these, each answering "from <name>".
+FAKE_PROVIDERS = ("openrouter", "backup", "anthropic", "anthropic-backup")
 
 
 def upstreams(fake: FakeProvider) -> dict[str, Upstream]:
@@ -48,30 +41,10 @@ def upstreams(fake: FakeProvider) -> dict[str, Upstream]:
     }
 
 
-CONFIG = FallbackConfig(
-    fallbacks={OR: BK, AN: AB}, max_retries=1, max_swaps=1, jitter=False, cooldown_s=30
-)
-
-
 @pytest.fixture
-def failover(make_failover: Any) -> Failover:
-    return make_failover(CONFIG)  # type: ignore[no-any-return]
-
-
-@pytest.fixture(params=["sync", "async"])
-def mode(request: pytest.FixtureRequest) -> Iterator[Mode]:
-    """The sync transport and clients, or the async ones; what a test made is closed after."""
-    driver = Mode(request.param == "sync")
-    yield driver
-    driver.close()
-
-
-@pytest.fixture(params=["httpx", "httpx2"])
-def client(
-    request: pytest.FixtureRequest, mode: Mode, fake: FakeProvider, failover: Failover
-) -> Client:
-    """A plain client of either flavour, sync or async, over the failover transport."""
-    module = httpx if request.param == "httpx" else httpx2
+def client(mode: Mode, fake: FakeProvider, failover: Failover, module: Any) -> Client:
+    """A plain client of either flavour (``module``), sync or async, over the failover
+    transport."""
     return mode.client(upstreams(fake), failover=failover, module=module)
 
 

@@ -16,7 +16,7 @@ from swerve._wire.payloads import (
     CacheFix,
     Downgrade,
     JsonRules,
-    WireName,
+    Wire,
     adapt_for_target,
     fix_empty_text_cache,
     is_claude,
@@ -43,7 +43,7 @@ def assistant(*blocks: Body) -> Body:
     return {"role": "assistant", "content": list(blocks)}
 
 
-def fix(body: Body, wire: WireName = "anthropic") -> tuple[Body, CacheFix | None]:
+def fix(body: Body, wire: Wire = "anthropic") -> tuple[Body, CacheFix | None]:
     """fix_empty_text_cache, checking on the way that the input was not touched."""
     before = copy.deepcopy(body)
     out, report = fix_empty_text_cache(body, wire)
@@ -481,7 +481,7 @@ def test_non_claude_openai_body_is_returned_unchanged() -> None:
         ("anthropic", {}),
     ],
 )
-def test_unchanged_body_is_the_same_object(wire: WireName, body: Body) -> None:
+def test_unchanged_body_is_the_same_object(wire: Wire, body: Body) -> None:
     out, report = fix(body, wire)
     assert out is body and report is None
 
@@ -665,7 +665,7 @@ def test_prepare_for_route_adapts_only_a_moved_call_then_fixes_and_reports_both(
 # --- end to end: the fake provider applies Anthropic's checks ----------------------------------
 
 
-def post(fake: FakeProvider, wire: WireName, body: Body) -> httpx.Response:
+def post(fake: FakeProvider, wire: Wire, body: Body) -> httpx.Response:
     if wire == "anthropic":
         url = f"{fake.url('anthropic')}/v1/messages"
     else:
@@ -673,7 +673,7 @@ def post(fake: FakeProvider, wire: WireName, body: Body) -> httpx.Response:
     return httpx.post(url, json=body, timeout=10)
 
 
-E2E: list[tuple[WireName, Body, str]] = [
+E2E: list[tuple[Wire, Body, str]] = [
     (
         "anthropic",
         {
@@ -714,7 +714,7 @@ E2E: list[tuple[WireName, Body, str]] = [
 
 @pytest.mark.parametrize(("wire", "body", "complaint"), E2E)
 def test_fake_provider_rejects_unfixed_and_accepts_fixed(
-    fake_provider: FakeProvider, wire: WireName, body: Body, complaint: str
+    fake_provider: FakeProvider, wire: Wire, body: Body, complaint: str
 ) -> None:
     rejected = post(fake_provider, wire, body)
     assert rejected.status_code == 400
@@ -814,8 +814,8 @@ def content_of(message: Body) -> list[Body]:
     which=st.booleans(),
 )
 def test_fix_invariants(
-    anthropic: tuple[WireName, list[Body], list[Body] | None, bool],
-    openai: tuple[WireName, list[Body]],
+    anthropic: tuple[Wire, list[Body], list[Body] | None, bool],
+    openai: tuple[Wire, list[Body]],
     which: bool,
 ) -> None:
     if which:

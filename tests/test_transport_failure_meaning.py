@@ -1,12 +1,11 @@
 """What a failure means, through the failover transport under the real openai SDK (over httpx2),
-sync and async from one body: a hang costs one timeout, an overflow follows its own map, a
-content filter is retried nowhere, and the end of a cooldown lets exactly one request through."""
+sync and async from one body (the ``mode`` fixture, tests/_drive.py): a hang costs one timeout,
+an overflow follows its own map, a content filter is retried nowhere, and the end of a cooldown
+lets exactly one request through."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from typing import Any
 
 import httpx2
@@ -14,13 +13,13 @@ import openai
 import pytest
 
 from swerve import Failover, FallbackConfig
-from swerve.httpx import AsyncFailoverTransport, FailoverTransport, Upstream
-from swerve.testing import FakeClock, FakeProvider, Fault, Reply
+from swerve.httpx import FailoverTransport, Upstream
+from swerve.testing import FakeClock, FakeProvider, Fault
 
+from ._drive import MESSAGES, Mode, OpenAI
 from .conftest import Otel
 
 OR, BK, BIG = "openrouter/anthropic/claude-sonnet-5", "backup/claude-sonnet-5", "openrouter/big"
-MESSAGES = [{"role": "user", "content": "hi"}]
 CONTENT_FILTER = Fault.status(
     400,
     body={
@@ -34,12 +33,7 @@ CONTENT_FILTER = Fault.status(
 )
 
 
-@pytest.fixture
-def fake() -> Iterator[FakeProvider]:
-    with FakeProvider() as server:
-        for name in ("openrouter", "backup", "big"):
-            server.set_reply(name, Reply(text=f"from {name}"))
-        yield server
+FAKE_PROVIDERS = ("openrouter", "backup", "big")  # the ``fake`` fixture answers "from <name>"
 
 
 def upstreams(fake: FakeProvider) -> dict[str, Upstream]:
@@ -56,86 +50,25 @@ def config(**kw: Any) -> FallbackConfig:
     return FallbackConfig(**params)
 
 
-class SDK:
-    """The openai SDK over the failover transport, sync (threads) or async (tasks)."""
-
-    def __init__(self, mode: str, fake: FakeProvider, failover: Failover) -> None:
-        self.mode = mode
-        self.runner = asyncio.Runner()
-        if mode == "sync":
-            transport: Any = FailoverTransport(upstreams(fake), failover=failover)
-            self.sync = openai.OpenAI(
-                base_url="http://swerve.invalid/v1", api_key="unused", max_retries=0,
-                http_client=httpx2.Client(transport=transport),
-            )  # fmt: skip
-        else:
-            transport = AsyncFailoverTransport(upstreams(fake), failover=failover)
-            self.async_ = openai.AsyncOpenAI(
-                base_url="http://swerve.invalid/v1", api_key="unused", max_retries=0,
-                http_client=httpx2.AsyncClient(transport=transport),
-            )  # fmt: skip
-
-    def close(self) -> None:
-        if self.mode == "sync":
-            self.sync.close()
-        else:
-            self.runner.run(self.async_.close())
-        self.runner.close()
-
-    def texts(self, n: int = 1, *, stream: bool = False, model: str = OR) -> list[str]:
-        """``n`` completions at once; each answer's text (the fake says who answered)."""
-        if self.mode == "sync":
-
-            def one() -> str:
-                if stream:
-                    chunks = self.sync.chat.completions.create(
-                        model=model,
-                        messages=MESSAGES,
-                        stream=True,  # type: ignore[arg-type]
-                    )
-                    return "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
-                done = self.sync.chat.completions.create(model=model, messages=MESSAGES)  # type: ignore[arg-type]
-                return done.choices[0].message.content or ""
-
-            if n == 1:
-                return [one()]
-            with ThreadPoolExecutor(n) as pool:
-                return list(pool.map(lambda _: one(), range(n)))
-
-        async def aone() -> str:
-            if stream:
-                chunks = await self.async_.chat.completions.create(
-                    model=model,
-                    messages=MESSAGES,
-                    stream=True,  # type: ignore[arg-type]
-                )
-                parts = [c.choices[0].delta.content or "" async for c in chunks if c.choices]
-                return "".join(parts)
-            done = await self.async_.chat.completions.create(model=model, messages=MESSAGES)  # type: ignore[arg-type]
-            return done.choices[0].message.content or ""
-
-        async def run() -> list[str]:
-            return list(await asyncio.gather(*(aone() for _ in range(n))))
-
-        return self.runner.run(run())
-
-
-@pytest.fixture(params=["sync", "async"])
-def mode(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
+def texts(sdk: OpenAI, n: int = 1, *, stream: bool = False, model: str = OR) -> list[str]:
+    """``n`` completions at once; each answer's text (the fake says who answered)."""
+    if stream:
+        answers = sdk.create_many(n, model=model, messages=MESSAGES, stream=True)
+        return ["".join(c.choices[0].delta.content or "" for c in a if c.choices) for a in answers]
+    answers = sdk.create_many(n, model=model, messages=MESSAGES)
+    return [done.choices[0].message.content or "" for done in answers]
 
 
 @pytest.fixture
-def sdk(mode: str, fake: FakeProvider, request: pytest.FixtureRequest) -> Iterator[Any]:
-    made: list[SDK] = []
+def sdk(mode: Mode, fake: FakeProvider) -> Callable[[Failover], OpenAI]:
+    """The openai SDK over httpx2 over the failover transport, sync (threads) or async
+    (tasks), for a given Failover."""
 
-    def make(failover: Failover) -> SDK:
-        made.append(SDK(mode, fake, failover))
-        return made[-1]
+    def make(failover: Failover) -> OpenAI:
+        http = mode.client(upstreams(fake), failover=failover, module=httpx2)
+        return mode.openai(http, api_key="unused")
 
-    yield make
-    for client in made:
-        client.close()
+    return make
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -144,7 +77,7 @@ def test_a_hang_costs_one_timeout(
 ) -> None:
     client = sdk(make_failover(config(attempt_timeout_s=1)))
     fake.set_fault("openrouter", Fault.hang())
-    assert client.texts(stream=stream) == ["from backup"]
+    assert texts(client, stream=stream) == ["from backup"]
     assert fake.requests("openrouter") == 1
     assert [e["swerve.reason"] for _, e in otel.events("swerve.swap")] == ["timeout"]
 
@@ -156,12 +89,12 @@ def test_an_overflow_goes_to_the_larger_model_without_cooling_the_route(
     failover = make_failover(config(fallbacks_by_failure={"context_overflow": {OR: BIG}}))
     client = sdk(failover)
     fake.script("openrouter", [Fault.context_overflow()])
-    assert client.texts(stream=stream) == ["from big"]
+    assert texts(client, stream=stream) == ["from big"]
     assert fake.received("big")[0]["model"] == "big-model"
     assert fake.requests("backup") == 0
     assert [e["swerve.reason"] for _, e in otel.events("swerve.swap")] == ["context_overflow"]
     assert OR not in failover.health.unavailable(clock.now)
-    assert client.texts(stream=stream) == ["from openrouter"]
+    assert texts(client, stream=stream) == ["from openrouter"]
 
 
 def test_a_failure_kind_map_to_a_route_it_cannot_serve_is_refused_when_built(
@@ -184,7 +117,7 @@ def test_a_content_filter_is_retried_nowhere(
     client = sdk(make_failover(config(fallback_on=frozenset({400, 429, 503}))))
     fake.set_fault("openrouter", CONTENT_FILTER)
     with pytest.raises(openai.BadRequestError) as info:
-        client.texts()
+        texts(client)
     assert info.value.code == "content_filter"
     assert (fake.requests("openrouter"), fake.requests("backup")) == (1, 0)
 
@@ -194,13 +127,13 @@ def test_the_end_of_a_cooldown_lets_one_request_through(
 ) -> None:
     client = sdk(make_failover(config(cooldown_s=10, cooldown_max_s=40)))
     fake.set_fault("openrouter", Fault.status(503))
-    assert client.texts() == ["from backup"]
+    assert texts(client) == ["from backup"]
     fake.reset_counts()
     clock.advance(10)
-    assert client.texts(50) == ["from backup"] * 50
+    assert texts(client, 50) == ["from backup"] * 50
     assert fake.requests("openrouter") == 1  # one probe, not retried
     fake.set_fault("openrouter", Fault.ok())
     clock.advance(20)  # the failed probe doubled the cooldown
-    assert client.texts() + client.texts(5) == ["from openrouter"] * 6
+    assert texts(client) + texts(client, 5) == ["from openrouter"] * 6
     outcomes = [e["swerve.probe.outcome"] for _, e in otel.events("swerve.probe")]
     assert outcomes == ["failure", "success"]

@@ -9,7 +9,6 @@ SDKs against the fake provider.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -21,24 +20,15 @@ from swerve import Failover, FallbackConfig, MemoryHealth, Telemetry
 from swerve.httpx import ATTEMPTS_HEADER, REQUESTED_HEADER, ROUTE_HEADER, Upstream
 from swerve.testing import FakeProvider, Fault, Reply
 
-from ._drive import SWERVE, Client, Mode
+from ._drive import AB, AN, BK, MESSAGES, OR, SWERVE, Client, Mode
+from ._drive import TRANSPORT_CONFIG as CONFIG
 from .conftest import FakeClock
 
-OR, BK = "openrouter/anthropic/claude-sonnet-5", "backup/claude-sonnet-5"  # OpenAI wire
-AN, AB = "anthropic/claude-sonnet-5", "anthropic-backup/claude-sonnet-5"  # Anthropic wire
-MESSAGES = [{"role": "user", "content": "hi"}]
 CHAT = f"{SWERVE}/v1/chat/completions"
-CONFIG = FallbackConfig(
-    fallbacks={OR: BK, AN: AB}, max_retries=1, max_swaps=1, jitter=False, cooldown_s=30
-)
 
 
-@pytest.fixture
-def fake() -> Iterator[FakeProvider]:
-    with FakeProvider() as server:
-        for name in ("openrouter", "backup", "anthropic", "anthropic-backup"):
-            server.set_reply(name, Reply(text=f"from {name}"))
-        yield server
+# The ``fake`` fixture (tests/conftest.py) serves these, each answering "from <name>".
+FAKE_PROVIDERS = ("openrouter", "backup", "anthropic", "anthropic-backup")
 
 
 def upstreams(fake: FakeProvider) -> dict[str, Upstream]:
@@ -48,23 +38,6 @@ def upstreams(fake: FakeProvider) -> dict[str, Upstream]:
         AN: Upstream(fake.url("anthropic"), wire="anthropic", api_key="sk-an-0123456789"),
         AB: Upstream(fake.url("anthropic-backup"), wire="anthropic", api_key="sk-ab-0123456789"),
     }
-
-
-@pytest.fixture(params=["sync", "async"])
-def mode(request: pytest.FixtureRequest) -> Iterator[Mode]:
-    driver = Mode(request.param == "sync")
-    yield driver
-    driver.close()
-
-
-@pytest.fixture(params=["httpx", "httpx2"])
-def module(request: pytest.FixtureRequest) -> Any:
-    return httpx if request.param == "httpx" else httpx2
-
-
-@pytest.fixture
-def failover(make_failover: Any) -> Failover:
-    return make_failover(CONFIG)  # type: ignore[no-any-return]
 
 
 def swerve_headers(headers: Any) -> dict[str, str]:

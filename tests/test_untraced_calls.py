@@ -2,10 +2,10 @@
 the call and attempt metrics with only a meter provider, the one attempt of a call swerve let
 straight through, and log lines without a redundant ``swerve:`` prefix.
 
-Each behaviour runs sync and async (the ``mode`` fixture) against real httpx and the fake
-provider; telemetry is the real OTel SDK, with no tracer provider at all (a no-op one passed
-explicitly, as an application without an SDK tracer has) and, for metrics, an SDK
-``MeterProvider`` on an ``InMemoryMetricReader``.
+Each behaviour runs sync and async (the ``mode`` fixture, tests/_drive.py) against real httpx
+and the fake provider served in-process; telemetry is the real OTel SDK, with no tracer
+provider at all (a no-op one passed explicitly, as an application without an SDK tracer has)
+and, for metrics, an SDK ``MeterProvider`` on an ``InMemoryMetricReader``.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from swerve._telemetry.telemetry import METRIC_ATTEMPTS, METRIC_CALL_DURATION
 from swerve.testing import FakeProvider, Fault, Reply
 
 from . import _wire
+from ._drive import InProcessProvider, Mode, in_process
 from .conftest import FakeClock, Otel
-from .test_engine import Driver
 
 P, F = "primary/model-a", "fallback/model-b"
 CONFIG = FallbackConfig(fallbacks={P: F}, max_retries=1, max_swaps=1, jitter=False)
@@ -66,9 +66,16 @@ class MetricsOnly:
         return out
 
 
-@pytest.fixture(params=["sync", "async"])
-def mode(request: pytest.FixtureRequest, fake: FakeProvider) -> Driver:
-    return Driver(request.param, fake)
+@pytest.fixture
+def fake() -> Iterator[InProcessProvider]:
+    """The fake provider in-process: what a call reports does not depend on a socket."""
+    with in_process("primary", "fallback") as provider:
+        yield provider
+
+
+@pytest.fixture
+def mode(mode: Mode, fake: InProcessProvider) -> Mode:
+    return mode.over(fake)
 
 
 @pytest.fixture
@@ -113,7 +120,7 @@ def test_the_issue_reproduction_gets_its_note_without_a_tracer(clock: FakeClock)
 
 @pytest.mark.parametrize("tracing", ["untraced", "traced"])
 def test_a_failed_call_carries_the_same_note_traced_or_not(
-    mode: Driver, fake: FakeProvider, clock: FakeClock, untraced: Telemetry, otel: Otel,
+    mode: Mode, fake: FakeProvider, clock: FakeClock, untraced: Telemetry, otel: Otel,
     tracing: str,
 ) -> None:  # fmt: skip
     fo = failover(untraced if tracing == "untraced" else otel.telemetry, clock)
@@ -130,7 +137,7 @@ def test_a_failed_call_carries_the_same_note_traced_or_not(
 
 
 def test_a_stream_failing_before_content_carries_its_note_untraced(
-    mode: Driver, fake: FakeProvider, clock: FakeClock, untraced: Telemetry
+    mode: Mode, fake: FakeProvider, clock: FakeClock, untraced: Telemetry
 ) -> None:
     fo = failover(untraced, clock)
     fake.set_fault("primary", Fault.error_before_content("openrouter", 503))
@@ -141,7 +148,7 @@ def test_a_stream_failing_before_content_carries_its_note_untraced(
 
 
 def test_a_stream_failing_after_content_carries_its_note_untraced(
-    mode: Driver, fake: FakeProvider, clock: FakeClock, untraced: Telemetry
+    mode: Mode, fake: FakeProvider, clock: FakeClock, untraced: Telemetry
 ) -> None:
     fo = failover(untraced, clock)
     fake.set_reply("primary", Reply(text="one two three"))
@@ -153,7 +160,7 @@ def test_a_stream_failing_after_content_carries_its_note_untraced(
 
 # --- metrics without a tracer -------------------------------------------------------------------
 def test_failed_calls_are_in_the_call_duration_metric_without_a_tracer(
-    mode: Driver, fake: FakeProvider, clock: FakeClock, meter: MetricsOnly
+    mode: Mode, fake: FakeProvider, clock: FakeClock, meter: MetricsOnly
 ) -> None:
     fo = failover(meter.telemetry, clock)
     assert mode.call(fo).value == "from primary"
@@ -179,8 +186,8 @@ def test_failed_calls_are_in_the_call_duration_metric_without_a_tracer(
 # --- a call swerve lets straight through still has its one attempt ------------------------------
 @pytest.mark.parametrize("config", [None, FallbackConfig(fallbacks={P: F}, max_swaps=0)])
 def test_a_passthrough_result_carries_its_one_attempt(
-    mode: Driver, clock: FakeClock, otel: Otel, monkeypatch: pytest.MonkeyPatch,
-    config: FallbackConfig | None,
+    mode: Mode, fake: InProcessProvider, clock: FakeClock, otel: Otel,
+    monkeypatch: pytest.MonkeyPatch, config: FallbackConfig | None,
 ) -> None:  # fmt: skip
     monkeypatch.delenv("SWERVE_FALLBACK_CONFIG", raising=False)
     fo = failover(otel.telemetry, clock, config)
@@ -196,14 +203,14 @@ def test_a_passthrough_result_carries_its_one_attempt(
     assert (str(streamed.route), streamed.outcome) == (P, "success")
     assert stream.result("x").attempts == stream.attempts
     if mode.sync:
-        with httpx.Client() as c:
-            collected = fo.collect(P, lambda a: _wire.chunks(c, mode.fake, a), _wire.SPEC)
+        with fake.client() as c:
+            collected = fo.collect(P, lambda a: _wire.chunks(c, fake, a), _wire.SPEC)
         assert [r.outcome for r in collected.attempts] == ["success"]
     assert otel.finished() == []  # still nothing emitted: only the record the caller reads
 
 
 def test_a_passthrough_stream_stopped_early_records_no_attempt(
-    mode: Driver, clock: FakeClock, otel: Otel, monkeypatch: pytest.MonkeyPatch
+    mode: Mode, clock: FakeClock, otel: Otel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("SWERVE_FALLBACK_CONFIG", raising=False)
     fo = failover(otel.telemetry, clock, None)

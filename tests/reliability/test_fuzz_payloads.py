@@ -17,7 +17,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from swerve._wire.payloads import WireName, adapt_for_target, fix_empty_text_cache
+from swerve._wire.payloads import Wire, adapt_for_target, fix_empty_text_cache
 
 from ._measure import fuzz
 
@@ -294,7 +294,7 @@ def marked_blocks(body: Body) -> list[tuple[str, dict[str, Any]]]:
     return [(w, b) for w, b in blocks_of(body) if b.get("cache_control") is not None]
 
 
-def check_fix(wire: WireName, body: Body) -> tuple[Body, bool]:
+def check_fix(wire: Wire, body: Body) -> tuple[Body, bool]:
     snapshot = copy.deepcopy(body)
     out, report = fix_empty_text_cache(body, wire)
     assert body == snapshot  # the input is never modified
@@ -317,7 +317,7 @@ def test_fix_makes_bodies_the_api_accepts(soak_s: float, figure: Report) -> None
 
     @fuzz(soak_s, 400)
     @given(case=WIRE_BODIES)
-    def prop(case: tuple[WireName, Body]) -> None:
+    def prop(case: tuple[Wire, Body]) -> None:
         nonlocal tried, fixed
         wire, body = case
         tried += 1
@@ -341,7 +341,7 @@ def test_fix_survives_hostile_bodies(soak_s: float, figure: Report) -> None:
 
     @fuzz(soak_s, 300)
     @given(wire=st.sampled_from(["anthropic", "openai"]), body=hostile_body)
-    def prop(wire: WireName, body: Body) -> None:
+    def prop(wire: Wire, body: Body) -> None:
         nonlocal tried
         tried += 1
         check_fix(wire, body)
@@ -376,7 +376,7 @@ def test_downgrade_for_a_swap(soak_s: float, figure: Report) -> None:
 
     @fuzz(soak_s, 300)
     @given(case=WIRE_BODIES, target=st.sampled_from(["gpt-5", "llama-4", "claude-sonnet-5"]))
-    def prop(case: tuple[WireName, Body], target: str) -> None:
+    def prop(case: tuple[Wire, Body], target: str) -> None:
         nonlocal tried
         tried += 1
         wire, body = case

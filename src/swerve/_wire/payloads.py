@@ -50,10 +50,6 @@ __all__ = [
     "is_claude",
 ]
 
-# The old spelling, still imported by tests/test_payloads.py and test_fuzz_payloads.py (not
-# this change's files): drop it once they say Wire.
-WireName = Wire
-
 _Path = tuple[str | int, ...]
 
 # Message keys that carry nothing once the content is gone, so such a message can be dropped;
