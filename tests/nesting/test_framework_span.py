@@ -1,6 +1,6 @@
-"""swerve_langchain._framework_span on its own: it finds the LLM span each family opened for
-a chat-model run, makes it current for a block, and for a stream only while a chunk is
-pulled (never across a yield, so the consumer's context is left alone)."""
+"""The framework span (swerve_langchain._callbacks) on its own: it finds the LLM span each
+family opened for a chat-model run, makes it current for a block, and for a stream only while
+a chunk is pulled (never across a yield, so the consumer's context is left alone)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from opentelemetry import trace
-from swerve_langchain._framework_span import parented, within
+from swerve_langchain._callbacks import parented, within
 
 from swerve.testing import TelemetryRecorder
 

@@ -27,7 +27,7 @@ from ._tree import Tree, trace_ids
 from .conftest import FALLBACK, PRIMARY
 
 # Neither family makes its LLM span current: FailoverChatModel does it for swerve's call
-# (swerve_langchain._framework_span), else the call span would be the LLM span's sibling.
+# (swerve_langchain._callbacks), else the call span would be the LLM span's sibling.
 
 OUTAGE = {  # three attempts: the primary, its retry, the fallback (which serves)
     "invoke": [Fault.status(503), Fault.status(503)],

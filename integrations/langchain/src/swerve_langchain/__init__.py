@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._chat import FailoverChatModel
-from ._common import RESET_KEY, RESULT_EVENT, STREAM_RESET_EVENT, SwerveRetryWarning
+from ._callbacks import RESULT_EVENT, STREAM_RESET_EVENT
+from ._chat import RESET_KEY, FailoverChatModel
 from ._errors import ProviderStreamError, classify_langchain_error
+from ._failover import SwerveRetryWarning
 from ._limits import SwerveTimeoutWarning
 from ._runnable import RunnableFailover, with_failover
 from ._version import __version__

@@ -1,4 +1,8 @@
-"""FailoverChatModel: a LangChain chat model that runs each call on swerve's engine."""
+"""FailoverChatModel: a LangChain chat model that runs each call on swerve's engine.
+
+Each attempt calls one route's model (``_route_model``); a live stream reaches the caller
+through :func:`relay`, which announces each restart and marks the new route's first chunk
+(:data:`RESET_KEY`)."""
 
 from __future__ import annotations
 
@@ -12,19 +16,33 @@ from langchain_core.language_models.chat_models import generate_from_stream
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.utils.utils import LC_ID_PREFIX
 from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 
-from swerve import Attempt, Failover, FallbackConfig, HealthStore, Result, Route
+from swerve import Attempt, Failover, FallbackConfig, HealthStore, Result, Route, StreamReset
 
+from ._callbacks import (
+    ANotify,
+    Notify,
+    StreamCall,
+    anotifier,
+    aopened,
+    awithin,
+    current,
+    notifier,
+    opened,
+    parented,
+    within,
+)
 from ._chunks import CHAT_SPEC
-from ._common import ANotify, Notify, anotifier, make_failover, notifier, summary, warn_retries
-from ._framework_span import awithin, parented, within
+from ._failover import make_failover, summary, warn_retries
 from ._limits import SyncLimits
-from ._live import arelay, collect, relay
 from ._route_model import RouteModel
-from ._stream_call import StreamCall, aopened, current, opened
 
-__all__ = ["FailoverChatModel"]
+__all__ = ["RESET_KEY", "FailoverChatModel"]
+
+RESET_KEY = "swerve_stream_reset"
+"""``response_metadata`` key on the first chunk of the route a stream restarted on."""
 
 _Run = TypeVar("_Run", CallbackManagerForLLMRun, AsyncCallbackManagerForLLMRun)
 
@@ -377,3 +395,58 @@ class FailoverChatModel(BaseChatModel):
         config, call = StreamCall.of(self, config)
         async for chunk in aopened(call, super().astream(input, config, stop=stop, **kwargs)):
             yield chunk
+
+
+# -- a live stream as the caller sees it: each restart announced, the new route's first chunk
+# marked, and the tokens of an ``invoke()`` collected ------------------------------------------
+def relay(
+    stream: Iterator[ChatGenerationChunk | StreamReset], notify: Notify
+) -> Iterator[ChatGenerationChunk]:
+    """The chunks of ``stream``; each reset is announced and marks the next chunk."""
+    marks = _Marks()
+    for item in stream:
+        if isinstance(item, StreamReset):
+            notify(item)
+        yield from marks.see(item)
+
+
+async def arelay(
+    stream: AsyncIterator[ChatGenerationChunk | StreamReset], notify: ANotify
+) -> AsyncIterator[ChatGenerationChunk]:
+    """Async :func:`relay`."""
+    marks = _Marks()
+    async for item in stream:
+        if isinstance(item, StreamReset):
+            await notify(item)
+        for chunk in marks.see(item):
+            yield chunk
+
+
+class _Marks:
+    """Marks the first chunk of the route a stream restarted on."""
+
+    def __init__(self) -> None:
+        self._reset: StreamReset | None = None
+
+    def see(self, item: ChatGenerationChunk | StreamReset) -> tuple[ChatGenerationChunk, ...]:
+        """The chunks to pass on for ``item``: none for a reset."""
+        if isinstance(item, StreamReset):
+            self._reset = item
+            return ()
+        if self._reset is not None:
+            meta = dict(item.message.response_metadata)
+            meta[RESET_KEY] = [
+                {"route_from": str(self._reset.route), "route_to": str(self._reset.next_route)}
+            ]
+            item.message.response_metadata = meta
+            self._reset = None
+        return (item,)
+
+
+def collect(chunk: ChatGenerationChunk, chunks: list[ChatGenerationChunk], run_id: Any) -> None:
+    """Keep a token of a live ``invoke()`` for the message it returns."""
+    if RESET_KEY in chunk.message.response_metadata:
+        chunks.clear()  # the message returned holds only the route that completed
+    if chunk.message.id is None:
+        chunk.message.id = f"{LC_ID_PREFIX}-{run_id}"
+    chunks.append(chunk)

@@ -1,9 +1,10 @@
-"""One route's chat model, resolved once, as an attempt on that route calls it."""
+"""One route's chat model, resolved once from what the route was given (a chat model or a
+binding of one), as an attempt on that route calls it."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -12,12 +13,12 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.messages.tool import tool_call_chunk
 from langchain_core.outputs import ChatGenerationChunk, ChatResult
+from langchain_core.runnables import RunnableBinding
 
 from swerve import Attempt, Route, Telemetry
 from swerve.adapters import CACHE_CONTROL, prepare_for_route
 
 from ._chunks import achecked, check_result, checked, part_of, strict_finish
-from ._common import resolve_chat_model
 from ._history import MessageRules, Target, target_of
 from ._limits import (
     SyncLimits,
@@ -128,6 +129,23 @@ class RouteModel:
     ) -> AsyncIterator[ChatGenerationChunk]:  # fmt: skip
         chunks = self.sources[1](self.model, messages, stop, self._call(kwargs))
         return achecked(chunks, str(self.route), self.strict, attempt)
+
+
+def resolve_chat_model(value: object, route: str) -> tuple[BaseChatModel, dict[str, Any]]:
+    """The chat model behind a route value and the call kwargs bound on it."""
+    kwargs: dict[str, Any] = {}
+    layers: list[Mapping[str, Any]] = []
+    while isinstance(value, RunnableBinding):
+        layers.append(value.kwargs)
+        value = value.bound
+    if not isinstance(value, BaseChatModel):
+        raise TypeError(
+            f"routes[{route!r}] must be a chat model (or a binding of one), got "
+            f"{type(value).__name__}; use with_failover() for other runnables"
+        )
+    for layer in reversed(layers):  # outer bindings override inner ones
+        kwargs.update(layer)
+    return value, kwargs
 
 
 _Source = Callable[

@@ -1,4 +1,8 @@
-"""with_failover: swerve around any runnable (a chain, a subgraph, an agent step)."""
+"""with_failover: swerve around any runnable (a chain, a subgraph, an agent step).
+
+Each attempt is a child run that an :class:`EffectWatcher` watches (a tool that ran there is an
+effect: the step is not run again on another route); a call that ends well is stamped with
+who answered (:func:`stamped`) and announced (``RESULT_EVENT``)."""
 
 from __future__ import annotations
 
@@ -6,9 +10,13 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from functools import partial
 from typing import Any, Literal, Self
 
-from langchain_core.callbacks import AsyncCallbackManagerForChainRun, CallbackManagerForChainRun
-from langchain_core.messages import BaseMessage, BaseMessageChunk
-from langchain_core.outputs import ChatGenerationChunk
+from langchain_core.callbacks import (
+    AsyncCallbackManagerForChainRun,
+    BaseCallbackHandler,
+    CallbackManagerForChainRun,
+)
+from langchain_core.messages import AIMessageChunk, BaseMessage, BaseMessageChunk
+from langchain_core.outputs import ChatGenerationChunk, LLMResult
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableSerializable, patch_config
 from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 
@@ -23,19 +31,9 @@ from swerve import (
     StreamSpec,
 )
 
+from ._callbacks import aannounce, announce, anotifier, notifier
 from ._chunks import part_of
-from ._common import (
-    EffectWatcher,
-    aannounce,
-    announce,
-    anotifier,
-    make_failover,
-    notifier,
-    stamped,
-    summary,
-    summary_chunk,
-    warn_retries,
-)
+from ._failover import make_failover, summary, warn_retries
 from ._limits import SyncLimits, bounded_call, bounded_stream
 
 __all__ = ["RunnableFailover", "with_failover"]
@@ -246,6 +244,68 @@ class RunnableFailover(RunnableSerializable[Any, Any]):
 
         async for chunk in self._atransform_stream_with_config(one(), transform, config):
             yield chunk
+
+
+# -- the attempt's run tree and the call's result --------------------------------------------
+class EffectWatcher(BaseCallbackHandler):
+    """Watches one attempt's run tree: a tool that ran there is an effect, so the attempt's
+    failure must surface rather than run the tool again on another route; the chat models
+    that ran there report their token usage and finish reasons on the attempt."""
+
+    run_inline = True  # in async runs too, so the effect is recorded before the failure
+
+    def __init__(self, attempt: Attempt) -> None:
+        self.attempt = attempt
+        self._names: dict[Any, str] = {}
+        self._tokens = [0, 0]  # input, output: summed over the attempt's model runs
+
+    def on_llm_end(self, response: LLMResult, **kwargs: Any) -> None:
+        for generation in (g for gs in response.generations for g in gs):
+            message = getattr(generation, "message", None)
+            usage = getattr(message, "usage_metadata", None) or {}
+            self._tokens[0] += usage.get("input_tokens", 0)
+            self._tokens[1] += usage.get("output_tokens", 0)
+            info = {**(generation.generation_info or {}), **(response.llm_output or {})}
+            meta = getattr(message, "response_metadata", None) or {}
+            finish = meta.get("finish_reason") or meta.get("stop_reason")
+            finish = finish or info.get("finish_reason") or info.get("stop_reason")
+            inputs, outputs = self._tokens if usage else (None, None)
+            reasons = (finish,) if isinstance(finish, str) else ()
+            self.attempt.report_usage(inputs, outputs, reasons)
+
+    def abandoned(self) -> None:
+        """The attempt was given up at a time limit while its thread runs on: a tool still
+        running there may yet have its effect, so the failure must surface."""
+        for name in list(self._names.values()):
+            self.attempt.record_effect(f"tool:{name}")
+
+    def on_tool_start(
+        self, serialized: dict[str, Any], input_str: str, *, run_id: Any, **kwargs: Any
+    ) -> None:
+        name = kwargs.get("name") or (serialized or {}).get("name") or "tool"
+        self._names[run_id] = str(name)
+
+    def on_tool_end(self, output: Any, *, run_id: Any, **kwargs: Any) -> None:
+        self.attempt.record_effect(f"tool:{self._names.pop(run_id, 'tool')}")
+
+    def on_tool_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
+        # A tool that failed may still have done part of its work: never run it twice.
+        self.attempt.record_effect(f"tool:{self._names.pop(run_id, 'tool')}")
+
+
+def stamped(value: Any, info: dict[str, Any]) -> Any:
+    """``value`` with ``info`` as ``response_metadata["swerve"]`` of its message: the value
+    itself when it is a message, its ``"raw"`` message when it is the dict of
+    ``with_structured_output(include_raw=True)``. Any other value is returned unchanged."""
+    message = value.get("raw") if isinstance(value, Mapping) else value
+    if isinstance(message, BaseMessage):
+        message.response_metadata = {**message.response_metadata, "swerve": info}
+    return value
+
+
+def summary_chunk(info: dict[str, Any]) -> AIMessageChunk:
+    """A message stream's last chunk: no content, the ``swerve`` summary in its metadata."""
+    return AIMessageChunk(content="", response_metadata={"swerve": info}, chunk_position="last")
 
 
 def _single(inputs: Iterator[Any]) -> Any:
