@@ -18,12 +18,12 @@ Async calls are each awaited to their end on the mode's one event loop.
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from typing import Any
 
 import anthropic
@@ -35,9 +35,6 @@ from swerve import Attempt, Failover, FallbackConfig, Result, StreamReset, Strea
 from swerve._failures import InStreamError
 from swerve.httpx import AsyncFailoverTransport, FailoverTransport
 from swerve.testing import FakeProvider, Reply
-from swerve.testing._handler import _cut_index
-from swerve.testing._providers import Providers, check_name
-from swerve.testing._wires import WIRES, malformed_body, openai_error, stream_error, style_error
 
 from . import _wire
 
@@ -73,12 +70,18 @@ class Mode:
         assert isinstance(call, Coroutine)
         return self.runner.run(call)
 
-    def at_once(self, n: int, make: Callable[[], Any]) -> list[Any]:
+    def at_once(self, n: int, make: Callable[[], Any], *, at_most: int | None = None) -> list[Any]:
         """``make()`` ``n`` times at once: sync, each in a thread (released together); async,
-        ``make()`` returns a coroutine and they are gathered. Their values, in order."""
+        ``make()`` returns a coroutine and they are gathered. Their values, in order.
+
+        With ``at_most``, no more than that many run at a time (a pool of that many threads, or
+        a semaphore around each coroutine), for counts too large for a thread each."""
         if self.runner is None:
             if n == 1:
                 return [make()]
+            if at_most is not None:
+                with ThreadPoolExecutor(at_most) as pool:
+                    return list(pool.map(lambda _: make(), range(n)))
             start = threading.Barrier(n)
 
             def one() -> Any:
@@ -90,7 +93,13 @@ class Mode:
                 return [future.result(timeout=60) for future in futures]
 
         async def gather() -> list[Any]:
-            return list(await asyncio.gather(*(make() for _ in range(n))))
+            gate = asyncio.Semaphore(at_most or n)
+
+            async def gated() -> Any:
+                async with gate:
+                    return await make()  # made inside the gate: its own timing starts here
+
+            return list(await asyncio.gather(*(gated() for _ in range(n))))
 
         return self.runner.run(gather())
 
@@ -99,14 +108,22 @@ class Mode:
         return cls(upstreams, **kwargs)
 
     def client(
-        self, upstreams: Any = None, *, module: Any = httpx, transport: Any = None, **kwargs: Any
+        self,
+        upstreams: Any = None,
+        *,
+        module: Any = httpx,
+        transport: Any = None,
+        timeout: Any = None,
+        **kwargs: Any,
     ) -> Client:
         """A client of ``module`` (httpx or httpx2) over a failover transport for
-        ``upstreams`` (or over ``transport``; with neither, a plain client)."""
+        ``upstreams`` (or over ``transport``; with neither, a plain client), with the
+        client's own ``timeout`` when one is given."""
         if transport is None and upstreams is not None:
             transport = self.transport(upstreams, **kwargs)
         cls = module.Client if self.sync else module.AsyncClient
-        client = Client(self, cls(transport=transport), module)
+        options = {} if timeout is None else {"timeout": timeout}
+        client = Client(self, cls(transport=transport, **options), module, transport)
         self.open.append(client)
         return client
 
@@ -317,13 +334,48 @@ async def _read_whole(raw: Any, method: str, url: str, kwargs: dict[str, Any]) -
     return response
 
 
-class Client:
-    """An httpx (or httpx2) client, sync or async, with blocking calls."""
+@dataclass(frozen=True)
+class Read:
+    """A streamed response read piece by piece: its status (None when the read failed), the
+    bytes received (up to the error, if any), the error and how long it all took."""
 
-    def __init__(self, mode: Mode, raw: Any, module: Any) -> None:
+    status: int | None
+    body: bytes
+    error: BaseException | None
+    elapsed: float
+
+
+def _read_pieces(raw: Any, method: str, url: str, kwargs: dict[str, Any]) -> Read:
+    t0, got = time.monotonic(), bytearray()
+    try:
+        with raw.stream(method, url, **kwargs) as response:
+            for piece in response.iter_bytes():
+                got += piece
+    except Exception as exc:  # any error is the outcome under test: it is returned, not raised
+        return Read(None, bytes(got), exc, time.monotonic() - t0)
+    return Read(response.status_code, bytes(got), None, time.monotonic() - t0)
+
+
+async def _aread_pieces(raw: Any, method: str, url: str, kwargs: dict[str, Any]) -> Read:
+    t0, got = time.monotonic(), bytearray()
+    try:
+        async with raw.stream(method, url, **kwargs) as response:
+            async for piece in response.aiter_bytes():
+                got += piece
+    except Exception as exc:
+        return Read(None, bytes(got), exc, time.monotonic() - t0)
+    return Read(response.status_code, bytes(got), None, time.monotonic() - t0)
+
+
+class Client:
+    """An httpx (or httpx2) client, sync or async, with blocking calls; ``transport`` is the
+    one it was made over, if :meth:`Mode.client` made it."""
+
+    def __init__(self, mode: Mode, raw: Any, module: Any, transport: Any = None) -> None:
         self.mode = mode
         self.raw = raw
         self.module = module
+        self.transport = transport
         self.closed = False
 
     def post(self, url: str, **kwargs: Any) -> Any:
@@ -341,6 +393,19 @@ class Client:
                 yield response
         else:
             yield self.mode.run(_read_whole(self.raw, method, url, kwargs))
+
+    def read(self, method: str, url: str, **kwargs: Any) -> Read:
+        """A streamed response read piece by piece, sync or async alike: what arrived before
+        an error is kept (a stream read whole on entry, as :meth:`stream` does, would lose it)."""
+        read: Read = self.mode.run(self.reading(method, url, **kwargs))
+        return read
+
+    def reading(self, method: str, url: str, **kwargs: Any) -> Any:
+        """:meth:`read`, pending: sync, the :class:`Read`; async, a coroutine for it (to run
+        many with :meth:`Mode.at_once`)."""
+        if self.mode.sync:
+            return _read_pieces(self.raw, method, url, kwargs)
+        return _aread_pieces(self.raw, method, url, kwargs)
 
     def close(self) -> None:
         if not self.closed:
@@ -431,239 +496,35 @@ class Anthropic(_SDK):
 
 
 # --- the fake provider in-process: its faults without a socket ---------------------------------
-# Engine tests are about decisions, not HTTP: they talk to the fake provider's own state and wire
-# code (scripts, faults, the bodies and SSE events it sends) through an httpx transport that
-# serves in this process, as pydantic-ai tests its FallbackModel on a FunctionModel. Only what
-# a socket adds (resets, byte-level breakage) is left to the served FakeProvider.
-_MAX_WAIT = 120.0  # as the served fake: nothing waits longer, so no test hangs for good
-_UNSERVED = frozenset(
-    {"reset", "reset_after", "bad_chunking", "cut_after_bytes", "content_type", "gzip", "dribble"}
-)
-
-
-@dataclass
-class _Answer:
-    """What the fake sends for one request: a wait before the response (a hang, or a slow
-    first token), then the status, headers and body pieces (each after a pause), then either
-    the end or ``cut`` (the connection closed early)."""
-
-    wait: float = 0.0
-    hang: threading.Event | None = None
-    status: int = 200
-    headers: dict[str, str] = field(default_factory=dict)
-    pieces: list[tuple[float, bytes]] = field(default_factory=list)
-    cut: bool = False
-
-
-def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> _Answer:
-    headers = {"content-type": "application/json", **(headers or {})}
-    return _Answer(status=status, headers=headers, pieces=[(0.0, json.dumps(body).encode())])
-
-
-def _answer(providers: Providers, request: httpx.Request) -> _Answer:
-    """The served fake's ``do_POST``, for the faults a socket is not needed for."""
-    provider, _, rest = request.url.path.lstrip("/").partition("/")
-    wire = WIRES.get(rest.rstrip("/"))
-    if wire is None:
-        return _json(404, openai_error(404, f"no route for POST {request.url.path}"))
-    raw = request.read()
-    try:
-        body = json.loads(raw)
-    except ValueError:
-        body = None
-    headers = {k.lower(): v for k, v in request.headers.items()}
-    if not isinstance(body, dict):
-        providers.record(provider, {"_raw": raw.decode("utf-8", "replace")}, headers)
-        return _json(400, wire.error(400, "The request body is not valid JSON."))
-    providers.record(provider, body, headers)
-    if (invalid := wire.validate(body)) is not None:
-        return _json(400, invalid)
-    model = str(body["model"])
-    fault, reply, wake = providers.next(provider, model)
-    if fault.kind in _UNSERVED or fault.kind == "echo_headers":
-        raise NotImplementedError(f"{fault.kind}: a socket's fault, use the served FakeProvider")
-    if fault.kind == "hang":
-        return _Answer(wait=_MAX_WAIT, hang=wake)
-    if fault.kind == "context_overflow":
-        return _json(400, wire.context_overflow())
-    if fault.kind == "status":
-        extra: dict[str, str] = {}
-        if fault.retry_after is not None:
-            ra = fault.retry_after
-            extra["Retry-After"] = ra if isinstance(ra, str) else f"{ra:g}"
-        if fault.retry_after_ms is not None:
-            extra["retry-after-ms"] = str(fault.retry_after_ms)
-        if isinstance(fault.body, str):
-            html = {"content-type": "text/html; charset=utf-8", **extra}
-            return _Answer(status=fault.code, headers=html, pieces=[(0.0, fault.body.encode())])
-        error = dict(fault.body) if fault.body is not None else wire.error(fault.code)
-        return _json(fault.code, error, extra)
-    text = reply.text if reply.text is not None else f"hello from {provider}"
-    first = fault.first_token_s if fault.kind == "slow" else 0.0
-    if body.get("stream") is not True:
-        if fault.kind in ("error_before_content", "error_after"):
-            return _json(200, style_error(fault.style, fault.code))
-        completion = wire.completion(reply, text, model, finished=fault.kind != "no_finish")
-        if fault.kind in ("malformed_before_content", "malformed_after"):
-            data = malformed_body(completion)
-        else:
-            data = json.dumps(completion).encode()
-        answer = _Answer(wait=first, headers={"content-type": "application/json"})
-        if fault.kind == "drop_after":  # half the body, then the connection closes
-            return replace(answer, pieces=[(0.0, data[: len(data) // 2])], cut=True)
-        return replace(answer, pieces=[(0.0, data)])
-    options = body.get("stream_options")
-    usage = isinstance(options, dict) and options.get("include_usage") is True
-    events = wire.events(reply, text, model, usage)
-    answer = _Answer(headers={"content-type": "text/event-stream; charset=utf-8"})
-    cut, started = _cut_index(fault, events), False
-    for index, (kind, data) in enumerate(events):
-        if index == cut:
-            if fault.kind == "drop_after":
-                answer.cut = True
-                return answer
-            if fault.kind in ("malformed_before_content", "malformed_after"):
-                answer.pieces.append((0.0, wire.malformed_event))
-            else:
-                answer.pieces.append((0.0, stream_error(fault.style, fault.code, model)))
-                return answer
-        if (kind == "finish" and fault.kind == "no_finish") or (
-            kind == "done" and fault.kind == "no_done"
-        ):
-            return answer
-        pause = 0.0
-        if kind == "content" and fault.kind == "slow":
-            pause = fault.first_token_s if not started else fault.per_chunk_s
-            started = True
-        answer.pieces.append((pause, data))
-    return answer
-
-
-def _read_limit(request: httpx.Request) -> float:
-    """The request's read timeout, as httpx would enforce it on a socket."""
-    read = request.extensions.get("timeout", {}).get("read")
-    return _MAX_WAIT if read is None else min(float(read), _MAX_WAIT)
-
-
-def _late(request: httpx.Request) -> httpx.ReadTimeout:
-    return httpx.ReadTimeout("timed out (in-process fake)", request=request)
-
-
-def _closed(request: httpx.Request) -> httpx.RemoteProtocolError:
-    return httpx.RemoteProtocolError(
-        "peer closed connection without sending complete message body", request=request
-    )
-
-
-class _Body(httpx.SyncByteStream):
-    def __init__(self, answer: _Answer, request: httpx.Request, stop: threading.Event) -> None:
-        self.answer, self.request, self.stop = answer, request, stop
-
-    def __iter__(self) -> Iterator[bytes]:
-        limit = _read_limit(self.request)
-        for pause, data in self.answer.pieces:
-            if pause and self.stop.wait(min(pause, limit)):
-                raise _closed(self.request)  # the fake stopped mid-pause and hung up
-            if pause > limit:
-                raise _late(self.request)
-            yield data
-        if self.answer.cut:
-            raise _closed(self.request)
-
-
-class _AsyncBody(httpx.AsyncByteStream):
-    def __init__(self, answer: _Answer, request: httpx.Request) -> None:
-        self.answer, self.request = answer, request
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        limit = _read_limit(self.request)
-        for pause, data in self.answer.pieces:
-            if pause:
-                await asyncio.sleep(min(pause, limit))  # the engine cancels at its own limit
-                if pause > limit:
-                    raise _late(self.request)
-            yield data
-        if self.answer.cut:
-            raise _closed(self.request)
-
-
-class _Transport(httpx.BaseTransport):
-    def __init__(self, fake: InProcessProvider) -> None:
-        self.fake = fake
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        answer = _answer(self.fake.state, request)
-        limit = _read_limit(request)
-        if answer.wait:
-            woken = (answer.hang or self.fake.stopping).wait(min(answer.wait, limit))
-            if not woken and answer.wait > limit:
-                raise _late(request)
-            if answer.hang is not None:
-                raise _closed(request)  # released, or waited out: it hangs up without a word
-        stream = _Body(answer, request, self.fake.stopping)
-        return httpx.Response(answer.status, headers=answer.headers, stream=stream)
-
-
-class _AsyncTransport(httpx.AsyncBaseTransport):
-    def __init__(self, fake: InProcessProvider) -> None:
-        self.fake = fake
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        await request.aread()
-        answer = _answer(self.fake.state, request)
-        limit = _read_limit(request)
-        if answer.wait:
-            waited, step = 0.0, 0.01
-            while waited < min(answer.wait, limit):  # polled: a hang wakes on set_fault
-                if answer.hang is not None and answer.hang.is_set():
-                    raise _closed(request)
-                await asyncio.sleep(step)
-                waited += step
-            if answer.wait > limit:
-                raise _late(request)
-            if answer.hang is not None:
-                raise _closed(request)  # waited out: it hangs up without a word
-        return httpx.Response(
-            answer.status, headers=answer.headers, stream=_AsyncBody(answer, request)
-        )
+# Engine tests are about decisions, not HTTP: they talk to the fake provider through its
+# in-process httpx transports (FakeProvider.transport), as pydantic-ai tests its FallbackModel
+# on a FunctionModel. Only what a socket adds (resets, byte-level breakage) is left to the
+# served FakeProvider.
+IN_PROCESS = "http://fake.invalid"  # the transports route on the path: the host is never used
 
 
 class InProcessProvider(FakeProvider):
-    """A :class:`FakeProvider` with no server: the same control surface (replies, faults,
-    scripts, what each provider received), served to httpx clients made with
-    :meth:`client` / :meth:`async_client` in this process. Faults that need a socket
-    (resets, broken chunking, byte cuts, encodings) raise NotImplementedError."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.stopping = threading.Event()
-
-    @property
-    def state(self) -> Providers:
-        return self._providers
-
-    def start(self) -> None:
-        self.stopping.clear()
-
-    def stop(self) -> None:
-        self.stopping.set()
-        self._providers.release_all()
+    """A :class:`FakeProvider` never served: URLs on :data:`IN_PROCESS`, and httpx clients
+    over its in-process transports."""
 
     def url(self, provider: str) -> str:
-        check_name(provider)
-        return f"http://fake.invalid/{provider}"
+        return f"{IN_PROCESS}/{provider}"
 
     def client(self) -> httpx.Client:
-        return httpx.Client(transport=_Transport(self))
+        return httpx.Client(transport=self.transport())
 
     def async_client(self) -> httpx.AsyncClient:
-        return httpx.AsyncClient(transport=_AsyncTransport(self))
+        return httpx.AsyncClient(transport=self.async_transport())
 
 
 @contextmanager
 def in_process(*names: str) -> Iterator[InProcessProvider]:
-    """An in-process fake whose providers ``names`` each answer "from <name>"."""
-    with InProcessProvider() as fake:
+    """An in-process fake whose providers ``names`` each answer "from <name>"; stopped at the
+    end, which releases its hung and slow requests."""
+    fake = InProcessProvider()
+    try:
         for name in names:
             fake.set_reply(name, Reply(text=f"from {name}"))
         yield fake
+    finally:
+        fake.stop()

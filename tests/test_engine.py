@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -636,86 +635,3 @@ def test_a_break_after_the_finish_reason_is_a_whole_answer(
     assert calls == [P] and str(result.route) == P
     assert [a.failure for a in result.attempts] == [None]
     assert not [h for h in health.snapshot(0.0) if h.degraded or h.degraded_until]
-
-
-# --- the in-process fake sends what the served one does --------------------------------------
-_IDS = re.compile(rb'"(id|created)": ?("[^"]*"|\d+)')
-
-
-def _request(stream: bool) -> dict[str, Any]:
-    return {"model": "model-a", "messages": [{"role": "user", "content": "hi"}], "stream": stream}
-
-
-Sent = tuple[int | None, str | None, bytes, str]
-_TIMEOUT = httpx.Timeout(5, read=0.1)  # a hang or a slow first token outlasts it
-
-
-def _sent(client: httpx.Client, url: str, stream: bool) -> Sent:
-    """Status, Retry-After, body (ids and times blanked) and how the read ended."""
-    status, retry_after, got, end = None, None, b"", "whole"
-    try:
-        with client.stream(
-            "POST", f"{url}/v1/chat/completions", json=_request(stream), timeout=_TIMEOUT
-        ) as response:
-            status, retry_after = response.status_code, response.headers.get("retry-after")
-            for piece in response.iter_bytes():
-                got += piece
-    except httpx.HTTPError as exc:
-        end = type(exc).__name__
-    return status, retry_after, _IDS.sub(b"", got), end
-
-
-async def _asent(client: httpx.AsyncClient, url: str, stream: bool) -> Sent:
-    """:func:`_sent`, through an async client."""
-    status, retry_after, got, end = None, None, b"", "whole"
-    try:
-        async with client.stream(
-            "POST", f"{url}/v1/chat/completions", json=_request(stream), timeout=_TIMEOUT
-        ) as response:
-            status, retry_after = response.status_code, response.headers.get("retry-after")
-            async for piece in response.aiter_bytes():
-                got += piece
-    except httpx.HTTPError as exc:
-        end = type(exc).__name__
-    return status, retry_after, _IDS.sub(b"", got), end
-
-
-@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
-@pytest.mark.parametrize(
-    "fault",
-    [
-        Fault.ok(),
-        Fault.status(503),
-        Fault.status(429, retry_after=300),
-        Fault.context_overflow(),
-        Fault.error_before_content("openrouter", 503),
-        Fault.error_after(1, "openai", 502),
-        Fault.drop_after(2),
-        Fault.no_finish(),
-        Fault.no_done(),
-        Fault.malformed_before_content(),
-        Fault.hang(),
-        Fault.slow(first_token_s=0.3),
-    ],
-    ids=lambda f: f.kind,
-)
-def test_the_in_process_fake_sends_what_the_served_one_does(
-    mode: Mode, fake: InProcessProvider, fault: Fault, stream: bool
-) -> None:
-    """The engine tests' fake, against the served one, through sync and async clients."""
-    with FakeProvider() as served:
-        served.set_reply("primary", Reply(text="from primary"))
-        fake.set_fault("primary", fault)
-        served.set_fault("primary", fault)
-        near, far = fake.url("primary"), served.url("primary")
-        if mode.sync:
-            with fake.client() as n, httpx.Client() as c:
-                assert _sent(n, near, stream) == _sent(c, far, stream)
-        else:
-
-            async def both() -> None:
-                async with fake.async_client() as n, httpx.AsyncClient() as c:
-                    assert await _asent(n, near, stream) == await _asent(c, far, stream)
-
-            mode.run(both())
-        assert fake.received("primary") == served.received("primary")

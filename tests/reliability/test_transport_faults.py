@@ -16,7 +16,6 @@ import socket
 import time
 import tracemalloc
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,9 +25,10 @@ import pytest
 from httpx_aiohttp import AiohttpTransport
 
 from swerve import Failover, FallbackConfig, MemoryHealth, Route
-from swerve.httpx import AsyncFailoverTransport, FailoverTransport, ResponseTooLarge, Upstream
+from swerve.httpx import AsyncFailoverTransport, ResponseTooLarge, Upstream
 from swerve.testing import FakeProvider, Fault, Reply, TelemetryRecorder
 
+from .._drive import Client, Mode, Read
 from .conftest import Report
 
 OR, BK = "openrouter/anthropic/claude-sonnet-5", "backup/claude-sonnet-5"  # OpenAI wire
@@ -42,7 +42,7 @@ URL = {
     "anthropic": "http://swerve.invalid/v1/messages",
 }
 SLACK_S = 1.5  # scheduling, thread start-up and a loaded CI box: generous, never tight
-MODES = ["sync", "async"]
+MODES = ["sync", "async"]  # the `mode` fixture, parametrized here to keep the ids
 WIRES = ["openai", "anthropic"]
 
 
@@ -80,7 +80,7 @@ def config(**kw: Any) -> FallbackConfig:
     return FallbackConfig(**params)
 
 
-# --- one body, sync or async ---------------------------------------------------------------------
+# --- one body, sync or async: tests/_drive.Mode --------------------------------------------------
 @dataclass
 class Outcome:
     """How one call ended, as the client saw it."""
@@ -111,123 +111,68 @@ def answer_text(wire: str, stream: bool, raw: bytes) -> str:
     return "".join(out)
 
 
-class Driver:
-    """Calls through the transport with a real client: ``httpx``/``httpx2``, sync or async."""
+def outcome(wire: str, stream: bool, read: Read) -> Outcome:
+    """The call's outcome: the answer's text (what arrived before an error, read as SSE)."""
+    text = ""
+    if read.error is not None:
+        with contextlib.suppress(Exception):
+            text = answer_text(wire, True, read.body)
+    elif read.status == 200:
+        text = answer_text(wire, stream, read.body)
+    return Outcome(read.status, text, read.error, read.elapsed)
 
-    def __init__(
-        self,
-        mode: str,
-        fake: FakeProvider,
-        failover: Failover,
-        flavour: str = "httpx",
-        transports: Callable[[], dict[str, Any]] | None = None,
-        **kw: Any,
-    ) -> None:
-        self.mode = mode
-        self.module: Any = httpx if flavour == "httpx" else httpx2
-        self.runner = asyncio.Runner()
-        ups = upstreams(fake, **(transports() if transports else {}))
-        if mode == "sync":
-            self.transport: Any = FailoverTransport(ups, failover=failover, **kw)
-            self.client: Any = self.module.Client(transport=self.transport, timeout=30)
-        else:
 
-            async def make() -> Any:
-                ups = upstreams(fake, **(transports() if transports else {}))
-                self.transport = AsyncFailoverTransport(ups, failover=failover, **kw)
-                return self.module.AsyncClient(transport=self.transport, timeout=30)
+def request(wire: str, route: str, stream: bool) -> dict[str, Any]:
+    payload: dict[str, Any] = {"model": route, "messages": MESSAGES, "max_tokens": 64}
+    if stream:
+        payload["stream"] = True
+    return {"json": payload}
 
-            self.client = self.runner.run(make())
 
-    def close(self) -> None:
-        if self.mode == "sync":
-            self.client.close()
-        else:
-            self.runner.run(self.client.aclose())
-        self.runner.close()
+def call(client: Client, wire: str, route: str, stream: bool) -> Outcome:
+    """One call through the client's failover transport, its body read piece by piece."""
+    return outcome(wire, stream, client.read("POST", URL[wire], **request(wire, route, stream)))
 
-    def call(self, wire: str, route: str, stream: bool, **body: Any) -> Outcome:
-        payload = {"model": route, "messages": MESSAGES, "max_tokens": 64, **body}
-        if stream:
-            payload["stream"] = True
-        t0 = time.monotonic()
-        got = bytearray()
-        try:
-            if self.mode == "sync":
-                with self.client.stream("POST", URL[wire], json=payload) as r:
-                    status = r.status_code
-                    for piece in r.iter_bytes():
-                        got += piece
-            else:
 
-                async def run() -> int:
-                    async with self.client.stream("POST", URL[wire], json=payload) as r:
-                        async for piece in r.aiter_bytes():
-                            got.extend(piece)
-                        return int(r.status_code)
+def many(client: Client, count: int, wire: str, route: str, stream: bool) -> list[Outcome]:
+    """``count`` calls at once: at most 8 threads (sync) or 16 tasks (async) at a time."""
+    kwargs = request(wire, route, stream)
+    reads = client.mode.at_once(
+        count,
+        lambda: client.reading("POST", URL[wire], **kwargs),
+        at_most=8 if client.mode.sync else 16,
+    )
+    return [outcome(wire, stream, read) for read in reads]
 
-                status = self.runner.run(run())
-        except Exception as exc:
-            text = ""
-            with contextlib.suppress(Exception):
-                text = answer_text(wire, True, bytes(got))
-            return Outcome(None, text, exc, time.monotonic() - t0)
-        text = ""
-        if status == 200:
-            text = answer_text(wire, stream, bytes(got))
-        return Outcome(status, text, None, time.monotonic() - t0)
 
-    def many(self, count: int, wire: str, route: str, stream: bool) -> list[Outcome]:
-        """``count`` calls at once: tasks (async) or a pool of threads (sync)."""
-        if self.mode == "sync":
-            with ThreadPoolExecutor(8) as pool:
-                return list(pool.map(lambda _: self.call(wire, route, stream), range(count)))
-        payload = {"model": route, "messages": MESSAGES, "max_tokens": 64}
-        if stream:
-            payload["stream"] = True
-        gate = asyncio.Semaphore(16)
+def documented(client: Client, exc: BaseException | None) -> bool:
+    """An error the docs promise: the client flavour's own, or ResponseTooLarge."""
+    return isinstance(exc, client.module.HTTPError | ResponseTooLarge)
 
-        async def one() -> Outcome:
-            got = bytearray()
-            async with gate:
-                t0 = time.monotonic()
-                try:
-                    async with self.client.stream("POST", URL[wire], json=payload) as r:
-                        async for piece in r.aiter_bytes():
-                            got.extend(piece)
-                        status = int(r.status_code)
-                except Exception as exc:
-                    text = ""
-                    with contextlib.suppress(Exception):
-                        text = answer_text(wire, True, bytes(got))
-                    return Outcome(None, text, exc, time.monotonic() - t0)
-                text = answer_text(wire, stream, bytes(got)) if status == 200 else ""
-                return Outcome(status, text, None, time.monotonic() - t0)
 
-        async def run() -> list[Outcome]:
-            return list(await asyncio.gather(*(one() for _ in range(count))))
-
-        return self.runner.run(run())
-
-    def documented(self, exc: BaseException | None) -> bool:
-        """An error the docs promise: the client flavour's own, or ResponseTooLarge."""
-        return isinstance(exc, self.module.HTTPError | ResponseTooLarge)
+def health(client: Client) -> Any:
+    return client.transport.failover.health
 
 
 @pytest.fixture
-def drive(fake: FakeProvider) -> Iterator[Callable[..., Driver]]:
-    made: list[tuple[Driver, TelemetryRecorder]] = []
+def drive(fake: FakeProvider, mode: Mode) -> Iterator[Callable[..., Client]]:
+    """A client of ``mode`` over a failover transport on its own Failover, for ``cfg``;
+    ``transports()`` gives inner transports per provider, the rest goes to the transport."""
+    otels: list[TelemetryRecorder] = []
 
-    def make(mode: str, cfg: FallbackConfig, **kw: Any) -> Driver:
+    def make(
+        cfg: FallbackConfig,
+        transports: Callable[[], dict[str, Any]] | None = None,
+        **kw: Any,
+    ) -> Client:
         otel = TelemetryRecorder()
+        otels.append(otel)
         fo = Failover(cfg, MemoryHealth(), telemetry=otel.telemetry)
-        driver = Driver(mode, fake, fo, **kw)
-        made.append((driver, otel))
-        return driver
+        ups = upstreams(fake, **(transports() if transports else {}))
+        return mode.client(ups, failover=fo, timeout=30, **kw)
 
     yield make
-    for driver, otel in made:
-        driver.close()
+    for otel in otels:
         otel.shutdown()
 
 
@@ -271,14 +216,14 @@ HANGS = [
 ]
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", MODES, indirect=True)
 @pytest.mark.parametrize("wire", WIRES)
 @pytest.mark.parametrize(("kind", "limits", "streams", "ends"), HANGS, ids=[h[0] for h in HANGS])
 def test_a_hanging_provider_ends_within_its_limit(
     fake: FakeProvider,
-    drive: Callable[..., Driver],
+    drive: Callable[..., Client],
     figure: Report,
-    mode: str,
+    mode: Mode,
     wire: str,
     kind: str,
     limits: dict[str, float],
@@ -298,28 +243,28 @@ def test_a_hanging_provider_ends_within_its_limit(
     with unaccepting_port() as port:
         transports: Callable[[], dict[str, Any]] | None = None
         if kind == "connect":
-            sync = mode == "sync"
+            sync = mode.sync
 
             def transports() -> dict[str, Any]:
                 # The primary's host is the unaccepting port, reached through the same
                 # endpoint path (the transport only needs it to be that upstream's origin).
                 return {primary: _Redirect(port, sync)}
 
-        driver = drive(mode, config(**limits), transports=transports)
+        client = drive(config(**limits), transports=transports)
         worst = 0.0
         for stream in streams:
-            out = driver.call(wire, route, stream)
+            out = call(client, wire, route, stream)
             worst = max(worst, out.elapsed)
             assert out.elapsed < bound, f"{kind}: {out.elapsed:.2f}s > {bound}s"
             if ends == "swap":
                 assert out.status == 200 and out.text == text_of(backup), out
             elif kind == "stall":  # content had begun: the error after it is swerve's timeout
-                assert isinstance(out.error, driver.module.ReadTimeout), out
+                assert isinstance(out.error, client.module.ReadTimeout), out
                 assert out.text and text_of(primary).startswith(out.text)
             else:
                 # httpx's own read timeout (the deadline handed to it) or swerve's: either is
                 # the client's ReadTimeout
-                assert isinstance(out.error, driver.module.ReadTimeout), out
+                assert isinstance(out.error, client.module.ReadTimeout), out
     figure(
         f"hang: {kind} ({wire}, {mode})",
         f"< {bound:.1f}s, ends with {'the fallback' if ends == 'swap' else 'ReadTimeout'}",
@@ -353,15 +298,15 @@ def offsets(body: bytes, soak_s: float) -> list[int]:
     return sorted(chosen)
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", MODES, indirect=True)
 @pytest.mark.parametrize("wire", WIRES)
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "json"])
 def test_a_connection_dropped_at_every_byte_offset(
     fake: FakeProvider,
-    drive: Callable[..., Driver],
+    drive: Callable[..., Client],
     figure: Report,
     soak_s: float,
-    mode: str,
+    mode: Mode,
     wire: str,
     stream: bool,
 ) -> None:
@@ -369,11 +314,11 @@ def test_a_connection_dropped_at_every_byte_offset(
     body = sent_body(fake, wire, route, stream)
     cuts = offsets(body, soak_s)
     # No cooldown and no breaker: every call starts on the primary and meets its fault.
-    driver = drive(mode, config(attempt_timeout_s=5.0, breaker={"enabled": False}))
+    client = drive(config(attempt_timeout_s=5.0, breaker={"enabled": False}))
     fake.script(primary, [Fault.cut_after_bytes(n) for n in cuts])
     outcomes = {"fallback": 0, "primary": 0, "error after content": 0}
     lost, worst = [], 0.0
-    for n, out in enumerate(driver.many(len(cuts), wire, route, stream)):
+    for n, out in enumerate(many(client, len(cuts), wire, route, stream)):
         worst = max(worst, out.elapsed)
         if out.status == 200 and out.text == text_of(backup):
             outcomes["fallback"] += 1
@@ -381,7 +326,7 @@ def test_a_connection_dropped_at_every_byte_offset(
             outcomes["primary"] += 1  # cut after the finish: the answer was whole
         elif (
             stream
-            and driver.documented(out.error)
+            and documented(client, out.error)
             and out.text
             and text_of(primary).startswith(out.text)
         ):
@@ -404,26 +349,26 @@ def test_a_connection_dropped_at_every_byte_offset(
 
 
 # --- chunked encoding, content-type, gzip ----------------------------------------------------
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", MODES, indirect=True)
 @pytest.mark.parametrize("wire", WIRES)
 def test_chunked_encoding_errors(
-    fake: FakeProvider, drive: Callable[..., Driver], figure: Report, mode: str, wire: str
+    fake: FakeProvider, drive: Callable[..., Client], figure: Report, mode: Mode, wire: str
 ) -> None:
     route, _fallback, primary, backup = primary_of(wire)
-    driver = drive(mode, config(attempt_timeout_s=5.0))
+    client = drive(config(attempt_timeout_s=5.0))
     worst = 0.0
     for stream in (False, True):
-        driver.transport.failover.health.clear()
+        health(client).clear()
         fake.script(primary, [Fault.bad_chunking()])
-        out = driver.call(wire, route, stream)
+        out = call(client, wire, route, stream)
         worst = max(worst, out.elapsed)
         assert out.status == 200 and out.text == text_of(backup), out  # before content: swap
-    driver.transport.failover.health.clear()
+    health(client).clear()
     fake.script(primary, [Fault.bad_chunking(after=1)])
-    out = driver.call(wire, route, True)
+    out = call(client, wire, route, True)
     worst = max(worst, out.elapsed)
-    assert driver.documented(out.error) and out.text, out  # after content: the client's error
-    assert isinstance(out.error, driver.module.RemoteProtocolError), out
+    assert documented(client, out.error) and out.text, out  # after content: the client's error
+    assert isinstance(out.error, client.module.RemoteProtocolError), out
     assert worst < SLACK_S
     figure(
         f"chunked-encoding error ({wire}, {mode})",
@@ -432,19 +377,19 @@ def test_chunked_encoding_errors(
     )
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", MODES, indirect=True)
 @pytest.mark.parametrize("wire", WIRES)
 def test_a_wrong_content_type(
-    fake: FakeProvider, drive: Callable[..., Driver], figure: Report, mode: str, wire: str
+    fake: FakeProvider, drive: Callable[..., Client], figure: Report, mode: Mode, wire: str
 ) -> None:
     route, _fallback, primary, backup = primary_of(wire)
-    driver = drive(mode, config(attempt_timeout_s=5.0))
+    client = drive(config(attempt_timeout_s=5.0))
     results = []
     for label in ("text/html; charset=utf-8", "application/json", "text/event-stream"):
         for stream in (False, True):
-            driver.transport.failover.health.clear()
+            health(client).clear()
             fake.script(primary, [Fault.wrong_content_type(label)])
-            out = driver.call(wire, route, stream)
+            out = call(client, wire, route, stream)
             assert out.elapsed < SLACK_S, out
             # What the upstream sent reaches the client (swerve has no reason to doubt a body
             # it can read), or a body it cannot read as labelled is the route's failure.
@@ -462,32 +407,32 @@ def test_a_wrong_content_type(
     )
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", MODES, indirect=True)
 @pytest.mark.parametrize("wire", WIRES)
 def test_gzip_bodies_and_bombs(
-    fake: FakeProvider, drive: Callable[..., Driver], figure: Report, mode: str, wire: str
+    fake: FakeProvider, drive: Callable[..., Client], figure: Report, mode: Mode, wire: str
 ) -> None:
     route, _fallback, primary, _backup = primary_of(wire)
     limit = 256 * 1024
     pad = 32 * 1024 * 1024  # 32 MiB of spaces (128 x the limit): ~32 KiB on the wire
-    driver = drive(mode, config(attempt_timeout_s=10.0), max_body_bytes=limit)
+    client = drive(config(attempt_timeout_s=10.0), max_body_bytes=limit)
     for stream in (False, True):
         fake.script(primary, [Fault.gzip()])
-        out = driver.call(wire, route, stream)
+        out = call(client, wire, route, stream)
         assert out.status == 200 and out.text == text_of(primary), out  # ordinary gzip: read
     peaks = []
     for stream in (False, True):
-        driver.transport.failover.health.clear()
+        health(client).clear()
         fake.script(primary, [Fault.gzip(pad=pad)])
         tracemalloc.start()
         try:
-            out = driver.call(wire, route, stream)
+            out = call(client, wire, route, stream)
             peak = tracemalloc.get_traced_memory()[1]
         finally:
             tracemalloc.stop()
         peaks.append(peak)
         assert isinstance(out.error, ResponseTooLarge), out
-        assert isinstance(out.error, driver.module.DecodingError)  # the client's own kind too
+        assert isinstance(out.error, client.module.DecodingError)  # the client's own kind too
         assert peak < 16 * limit, f"peak {peak} bytes"
         assert out.elapsed < 10.0
     figure(
@@ -499,7 +444,7 @@ def test_gzip_bodies_and_bombs(
 
 
 # --- an upstream dribbling one byte per interval ---------------------------------------------
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", MODES, indirect=True)
 @pytest.mark.parametrize("wire", WIRES)
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "json"])
 @pytest.mark.parametrize(
@@ -509,17 +454,17 @@ def test_gzip_bodies_and_bombs(
 )
 def test_a_dribbling_upstream_is_bounded(
     fake: FakeProvider,
-    drive: Callable[..., Driver],
+    drive: Callable[..., Client],
     figure: Report,
-    mode: str,
+    mode: Mode,
     wire: str,
     stream: bool,
     limits: dict[str, float],
 ) -> None:
     route, _fallback, primary, backup = primary_of(wire)
     fake.set_fault(primary, Fault.dribble(0.02))  # a whole body would take many seconds
-    driver = drive(mode, config(**limits))
-    out = driver.call(wire, route, stream)
+    client = drive(config(**limits))
+    out = call(client, wire, route, stream)
     bound = min(limits.values()) + SLACK_S
     assert out.status == 200 and out.text == text_of(backup), out
     assert out.elapsed < bound, out

@@ -7,11 +7,59 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
+from langchain_core.messages import AIMessage
 from lc_support import F, Otel, P, chat_anthropic, chat_openai, seed_config
 from swerve_langchain import FailoverChatModel
 
 from swerve import Failover, FallbackConfig, MemoryHealth
 from swerve.testing import FakeClock, FakeProvider, Fault, Reply
+
+
+class Mode:
+    """One way to call a chat model, the suite's one harness for it: sync or async (``sync``),
+    whole or streamed (``stream``), i.e. ``invoke``, ``ainvoke``, ``stream`` or ``astream``.
+
+    The shape of the main suite's ``tests/_drive.Mode`` (a ``mode`` fixture, a test body
+    written once): there the fixture is sync/async and each call names its entry point; here
+    LangChain's four entry points are the modes, each answering one aggregated message.
+    Calls are awaited on the session's one loop (LangChain caches async clients per base URL),
+    so the sync modes block it, as they would anywhere."""
+
+    NAMES = ("invoke", "ainvoke", "stream", "astream")
+    UNARY = ("invoke", "ainvoke")  # for ``parametrize("mode", ..., indirect=True)``
+    STREAMED = ("stream", "astream")
+
+    def __init__(self, name: str) -> None:
+        if name not in self.NAMES:
+            raise ValueError(f"a mode is one of {self.NAMES}, got {name!r}")
+        self.name = name
+        self.sync = not name.startswith("a")
+        self.stream = name.endswith("stream")
+
+    def __repr__(self) -> str:
+        return self.name
+
+    async def call(self, model: Any, value: Any = "hi", **kwargs: Any) -> AIMessage:
+        """One call of ``model`` in this mode; a stream's chunks are added into one message."""
+        if self.name == "invoke":
+            return model.invoke(value, **kwargs)  # type: ignore[no-any-return]
+        if self.name == "ainvoke":
+            return await model.ainvoke(value, **kwargs)  # type: ignore[no-any-return]
+        if self.name == "stream":
+            chunks = list(model.stream(value, **kwargs))
+        else:
+            chunks = [c async for c in model.astream(value, **kwargs)]
+        total = chunks[0]
+        for chunk in chunks[1:]:
+            total = total + chunk
+        return total  # type: ignore[no-any-return]
+
+
+@pytest.fixture(params=Mode.NAMES)
+def mode(request: pytest.FixtureRequest) -> Mode:
+    """Each of the four modes; a test that takes fewer parametrizes ``mode`` indirectly with
+    :attr:`Mode.UNARY` or :attr:`Mode.STREAMED`."""
+    return Mode(request.param)
 
 
 @pytest.fixture(scope="session")

@@ -10,6 +10,7 @@ from typing import Any
 import anthropic
 import openai
 import pytest
+from conftest import Mode
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableLambda
 from langchain_core.tools import tool
@@ -21,36 +22,24 @@ from swerve_langchain import RESET_KEY, STREAM_RESET_EVENT, FailoverChatModel, S
 from swerve import BreakerConfig, Failover, MemoryHealth, MidStreamError
 from swerve.testing import FakeProvider, Fault, Reply, ToolCall
 
-MODES = ["invoke", "ainvoke", "stream", "astream"]
+# The harness is the ``mode`` fixture (conftest.Mode). These stay for the suite's other files,
+# which parametrize by name and call through ``run``.
+MODES = list(Mode.NAMES)
 
 
 async def run(model: Any, mode: str, value: Any = "hi", **kwargs: Any) -> AIMessage:
-    """One call in ``mode`` (sync modes block the test's loop, as they would anywhere);
-    streams are aggregated into one message. One event loop per test, so the async clients
-    LangChain caches stay valid."""
-    if mode == "invoke":
-        return model.invoke(value, **kwargs)  # type: ignore[no-any-return]
-    if mode == "ainvoke":
-        return await model.ainvoke(value, **kwargs)  # type: ignore[no-any-return]
-    if mode == "stream":
-        chunks = list(model.stream(value, **kwargs))
-    else:
-        chunks = [c async for c in model.astream(value, **kwargs)]
-    total = chunks[0]
-    for chunk in chunks[1:]:
-        total = total + chunk
-    return total  # type: ignore[no-any-return]
+    """One call in the mode named ``mode``: :meth:`conftest.Mode.call`."""
+    return await Mode(mode).call(model, value, **kwargs)
 
 
 # --- the seed's end-to-end case ----------------------------------------------------------------
 @pytest.mark.anyio
-@pytest.mark.parametrize("mode", MODES)
 async def test_two_503s_then_the_fallback_answers_and_the_next_call_starts_there(
-    mode: str, model: FailoverChatModel, fake: FakeProvider, clock: FakeClock,
+    mode: Mode, model: FailoverChatModel, fake: FakeProvider, clock: FakeClock,
     health: MemoryHealth, otel: Otel,
 ) -> None:  # fmt: skip
     fake.script("primary", [Fault.status(503), Fault.status(503)])
-    message = await run(model, mode)
+    message = await mode.call(model)
     assert message.text == "from fallback"
     meta = message.response_metadata
     assert meta["model_name"] == "claude-fake" and meta["model_provider"] == "anthropic"
@@ -59,7 +48,7 @@ async def test_two_503s_then_the_fallback_answers_and_the_next_call_starts_there
     assert usage is not None and usage["output_tokens"] == 3
     # (streamed, langchain-anthropic reads input tokens from message_delta, which the fake
     # provider's Anthropic stream does not carry)
-    assert usage["input_tokens"] == (0 if mode.endswith("stream") else 7)
+    assert usage["input_tokens"] == (0 if mode.stream else 7)
     assert (fake.requests("primary"), fake.requests("fallback")) == (2, 1)
     assert clock.sleeps == [2.0]  # one retry's backoff, on the injected clock
     assert P in health.unavailable(clock.now)
@@ -71,7 +60,7 @@ async def test_two_503s_then_the_fallback_answers_and_the_next_call_starts_there
     assert call.attributes["swerve.route.served"] == F
     assert call.attributes["gen_ai.response.model"] == "claude-fake"
     assert call.attributes["swerve.attempts"] == 3 and call.attributes["swerve.swaps"] == 1
-    assert call.attributes.get("swerve.stream", False) is mode.endswith("stream")
+    assert call.attributes.get("swerve.stream", False) is mode.stream
     attempts = otel.attempt_spans()
     assert [s.attributes["swerve.route"] for s in attempts] == [P, P, F]  # type: ignore[index]
     assert all(s.parent is not None and s.parent.span_id == call.context.span_id for s in attempts)
@@ -104,7 +93,7 @@ async def test_two_503s_then_the_fallback_answers_and_the_next_call_starts_there
     assert {a["swerve.route"] for a, _ in metrics["swerve.attempt.duration"]} == {P, F}
 
     # The next call starts on the fallback: no request to the primary, no retries.
-    second = await run(model, mode)
+    second = await mode.call(model)
     assert second.text == "from fallback"
     assert second.response_metadata["swerve"] == {
         "requested": P,
@@ -118,7 +107,7 @@ async def test_two_503s_then_the_fallback_answers_and_the_next_call_starts_there
     assert otel.counter("swerve.route_skips", swerve__route=P) == 1
     # After the cooldown the primary answers again.
     clock.advance(61)
-    assert (await run(model, mode)).text == "from primary"
+    assert (await mode.call(model)).text == "from primary"
 
 
 def test_the_call_span_nests_under_the_current_span_and_records_no_prompt_text(
@@ -243,12 +232,12 @@ async def test_restart_mode_sends_the_reset_event_and_marks_the_new_routes_first
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+@pytest.mark.parametrize("mode", Mode.UNARY, indirect=True)
 async def test_partial_output_then_in_stream_503_invoke_returns_only_the_fallbacks_text(
-    mode: str, model: FailoverChatModel, fake: FakeProvider, otel: Otel
+    mode: Mode, model: FailoverChatModel, fake: FakeProvider, otel: Otel
 ) -> None:
     fake.script("primary", [Fault.error_after(2, "openrouter")] * 2)
-    message = await run(model, mode)
+    message = await mode.call(model)
     assert message.text == "from fallback"
     assert message.response_metadata["swerve"]["served"] == F
 
@@ -350,16 +339,15 @@ def get_weather(city: str) -> str:
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("mode", MODES)
 async def test_tools_are_bound_on_every_route_and_called_through_a_swap(
-    mode: str, model: FailoverChatModel, fake: FakeProvider
+    mode: Mode, model: FailoverChatModel, fake: FakeProvider
 ) -> None:
     fake.set_reply(
         "fallback", Reply(text="", tool_calls=[ToolCall("get_weather", {"city": "Oslo"})])
     )
     fake.script("primary", [Fault.status(503), Fault.status(503)])
     bound = model.bind_tools([get_weather])
-    message = await run(bound, mode)
+    message = await mode.call(bound)
     assert [(c["name"], c["args"]) for c in message.tool_calls] == [
         ("get_weather", {"city": "Oslo"})
     ]
@@ -378,9 +366,9 @@ class Answer(BaseModel):
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("method", ["function_calling", "json_schema", "json_mode"])
-@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+@pytest.mark.parametrize("mode", Mode.UNARY, indirect=True)
 async def test_structured_output_through_a_swap(
-    method: str, mode: str, fake: FakeProvider, make_failover: Callable[..., Failover]
+    method: str, mode: Mode, fake: FakeProvider, make_failover: Callable[..., Failover]
 ) -> None:
     fallback = "fallback/fake-model-large"
     model = FailoverChatModel(
@@ -398,7 +386,7 @@ async def test_structured_output_through_a_swap(
         fake.set_reply("fallback", Reply(text=json.dumps(payload)))
     fake.script("primary", [Fault.status(503)])
     structured = model.with_structured_output(Answer, method=method, include_raw=True)
-    out = structured.invoke("hi") if mode == "invoke" else await structured.ainvoke("hi")
+    out = structured.invoke("hi") if mode.sync else await structured.ainvoke("hi")
     assert out["parsed"] == Answer(city="Oslo", temperature=21)
     assert out["raw"].response_metadata["model_name"] == "fake-model-large"
     assert (fake.requests("primary"), fake.requests("fallback")) == (1, 1)
@@ -442,9 +430,9 @@ def test_the_breaker_opens_on_the_failing_route(
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("mode", ["stream", "astream"])
+@pytest.mark.parametrize("mode", Mode.STREAMED, indirect=True)
 async def test_a_route_that_does_not_stream_serves_a_stream(
-    mode: str, fake: FakeProvider, make_failover: Callable[..., Failover]
+    mode: Mode, fake: FakeProvider, make_failover: Callable[..., Failover]
 ) -> None:
     fallback = "fallback/fake-model-large"
     model = FailoverChatModel(
@@ -457,7 +445,7 @@ async def test_a_route_that_does_not_stream_serves_a_stream(
     )
     # OpenRouter answers a non-streaming request with an error body on a 200.
     fake.script("primary", [Fault.error_before_content("openrouter")])
-    message = await run(model, mode)
+    message = await mode.call(model)
     assert message.text == "from fallback"
     assert message.response_metadata["swerve"]["served"] == fallback
     assert not fake.received("fallback")[0].get("stream")  # asked without streaming

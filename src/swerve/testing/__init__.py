@@ -15,9 +15,12 @@ failover and tool-loop tests::
                               Reply(text="final answer")])
         client = openai.OpenAI(base_url=f"{fake.url('primary')}/v1", api_key="test")
 
-The server needs only the standard library. Under pytest, the ``fake_provider`` fixture yields
-a started instance. :class:`FakeClock` makes backoffs instant and :class:`TelemetryRecorder`
-captures swerve's spans, events and metrics with the real OTel SDK, for assertions.
+The server needs only the standard library. Without it, ``fake.transport()`` and
+``fake.async_transport()`` are httpx transports that answer in this process, as
+``httpx.MockTransport`` does, for every fault but those about the connection and its bytes.
+Under pytest, the ``fake_provider`` fixture yields a started instance. :class:`FakeClock`
+makes backoffs instant and :class:`TelemetryRecorder` captures swerve's spans, events and
+metrics with the real OTel SDK, for assertions.
 """
 
 from ._model import ErrorStyle, Fault, FaultKind, Reply, ToolCall

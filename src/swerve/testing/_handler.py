@@ -28,9 +28,9 @@ from ._wires import (
 if TYPE_CHECKING:
     from ._http_server import Server
 
-__all__ = ["Handler"]
+__all__ = ["MAX_WAIT", "Handler", "cut_index", "models_body"]
 
-_MAX_WAIT = 120.0  # no delay or hang outlives this, so no thread lingers for long
+MAX_WAIT = 120.0  # no delay or hang outlives this, so no thread lingers for long
 _MODELS = ("fake-model", "fake-model-large")
 _ECHOED = ("authorization", "x-api-key", "api-key")  # what Fault.echo_headers repeats
 _PAD_PIECE = 64 * 1024  # Fault.gzip pads are compressed a piece at a time: never held whole
@@ -62,20 +62,7 @@ class Handler(BaseHTTPRequestHandler):
                 WIRES["v1/messages" if anthropic else "v1/chat/completions"], fault, wake
             )
             return
-        data: list[Body]
-        if anthropic:
-            data = [
-                {"type": "model", "id": m, "display_name": m, "created_at": "2025-01-01T00:00:00Z"}
-                for m in _MODELS
-            ]
-            body = {"data": data, "has_more": False, "first_id": _MODELS[0], "last_id": _MODELS[-1]}
-        else:
-            data = [
-                {"id": m, "object": "model", "created": 1735689600, "owned_by": provider}
-                for m in _MODELS
-            ]
-            body = {"object": "list", "data": data}
-        self._send_json(200, body)
+        self._send_json(200, models_body(provider, anthropic))
 
     def do_POST(self) -> None:
         provider, rest = self._route()
@@ -115,7 +102,7 @@ class Handler(BaseHTTPRequestHandler):
     def _serve_error_fault(self, wire: Wire, fault: Fault, wake: threading.Event) -> bool:
         """Serve the faults that replace the whole response; False when there is none."""
         if fault.kind == "hang":
-            wake.wait(_MAX_WAIT)
+            wake.wait(MAX_WAIT)
             self.close_connection = True  # hang up without a word
         elif fault.kind == "reset":
             self._reset()
@@ -254,7 +241,7 @@ class Handler(BaseHTTPRequestHandler):
         self._send_headers(200, content_type, headers)
         if self._stream_bytes_fault(fault, events):
             return
-        cut = _cut_index(fault, events)
+        cut = cut_index(fault, events)
         first = True
         for index, (kind, data) in enumerate(events):
             if index == cut:
@@ -288,7 +275,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def _pause(self, seconds: float) -> bool:
         """Wait ``seconds`` (capped); True when stop() interrupted, and the response is off."""
-        if seconds > 0 and self.server.stopping.wait(min(seconds, _MAX_WAIT)):
+        if seconds > 0 and self.server.stopping.wait(min(seconds, MAX_WAIT)):
             self.close_connection = True
             return True
         return False
@@ -337,6 +324,21 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))  # b"" writes the terminator
 
 
+def models_body(provider: str, anthropic: bool) -> Body:
+    """``GET /v1/models``: two models, in the Anthropic wire's shape or the OpenAI one's."""
+    data: list[Body]
+    if anthropic:
+        data = [
+            {"type": "model", "id": m, "display_name": m, "created_at": "2025-01-01T00:00:00Z"}
+            for m in _MODELS
+        ]
+        return {"data": data, "has_more": False, "first_id": _MODELS[0], "last_id": _MODELS[-1]}
+    data = [
+        {"id": m, "object": "model", "created": 1735689600, "owned_by": provider} for m in _MODELS
+    ]
+    return {"object": "list", "data": data}
+
+
 @dataclass(frozen=True, slots=True)
 class _Echo:
     """What :meth:`Fault.echo_headers` repeats back: every received header in the error
@@ -353,7 +355,7 @@ class _Echo:
         return {f"x-echo-{k}": self.received[k] for k in _ECHOED if k in self.received}
 
 
-def _cut_index(fault: Fault, events: list[Event]) -> int | None:
+def cut_index(fault: Fault, events: list[Event]) -> int | None:
     """Index of the event a stream fault replaces (or, for the malformed faults, is inserted
     before): right after the first event for the before-content faults; else before content
     chunk ``after + 1`` or the finish, if sooner."""

@@ -21,9 +21,9 @@ class Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 64
 
-    def __init__(self, providers: Providers) -> None:
+    def __init__(self, providers: Providers, stopping: threading.Event) -> None:
         self.providers = providers
-        self.stopping = threading.Event()  # interrupts slow-fault delays
+        self.stopping = stopping  # the FakeProvider's: set by stop(), it ends slow-fault delays
         self._lock = threading.Lock()
         self._workers: set[threading.Thread] = set()
         self._connections: set[socket.socket] = set()

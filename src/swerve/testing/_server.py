@@ -8,12 +8,15 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Mapping
 from types import TracebackType
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
 from ._http_server import Server
 from ._model import Fault, Reply, describe
 from ._providers import Providers, check_name
 from ._wires import Body
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["FakeProvider"]
 
@@ -35,13 +38,16 @@ class FakeProvider:
     status, reset or hang fault.
 
     Use it as a context manager (``with FakeProvider() as fake:``) or call :meth:`start`
-    and :meth:`stop`; the pytest fixture ``fake_provider`` does it for you.
+    and :meth:`stop`; the pytest fixture ``fake_provider`` does it for you. Or serve nothing:
+    :meth:`transport` and :meth:`async_transport` answer httpx clients in this process.
     """
 
     def __init__(self) -> None:
         self._providers = Providers()
         self._server: Server | None = None
         self._thread: threading.Thread | None = None
+        # Set by stop(): ends the pauses of slow faults, served or in-process.
+        self._stopping = threading.Event()
 
     def __enter__(self) -> Self:
         self.start()
@@ -59,7 +65,8 @@ class FakeProvider:
         """Bind a random port on 127.0.0.1 and serve in a background thread."""
         if self._server is not None:
             raise RuntimeError("FakeProvider is already running")
-        self._server = Server(self._providers)
+        self._stopping.clear()
+        self._server = Server(self._providers, self._stopping)
         self._thread = threading.Thread(
             target=self._server.serve_forever,
             kwargs={"poll_interval": 0.01},  # stop() waits up to one poll interval: keep it short
@@ -69,23 +76,53 @@ class FakeProvider:
         self._thread.start()
 
     def stop(self) -> None:
-        """Stop serving, release hung and slow requests, and join every server thread."""
+        """Stop serving, release hung and slow requests (in-process ones too), and join every
+        server thread."""
+        self._stopping.set()
+        self._providers.release_all()
         server, thread = self._server, self._thread
         if server is None or thread is None:
             return
         self._server = self._thread = None
-        server.stopping.set()
-        self._providers.release_all()
         server.shutdown()
         server.close_connections()
         server.server_close()
         thread.join()
 
+    def transport(self) -> httpx.BaseTransport:
+        """An httpx transport that answers in this process, with no server and no socket, as
+        ``httpx.MockTransport`` does: ``httpx.Client(transport=fake.transport())``.
+
+        It routes on the URL's path alone (``/<provider>/v1/chat/completions``,
+        ``/<provider>/v1/messages``, ``GET /<provider>/v1/models``), so any host will do, and
+        serves the same replies, faults and scripts as the server, recording what arrives
+        alike. A hang or a pause longer than the request's read timeout raises
+        ``httpx.ReadTimeout``; a dropped stream, ``httpx.RemoteProtocolError``; :meth:`stop`
+        releases both. The faults about the connection, its bytes or its headers need the
+        served fake and raise NotImplementedError: ``reset``, ``reset_after``,
+        ``cut_after_bytes``, ``bad_chunking``, ``wrong_content_type``, ``gzip``, ``dribble``
+        and ``echo_headers``. It works whether or not the server is started.
+        """
+        from ._in_process import InProcessTransport  # httpx only for those who ask
+
+        return InProcessTransport(self._providers, self._stopping)
+
+    def async_transport(self) -> httpx.AsyncBaseTransport:
+        """:meth:`transport` for an ``httpx.AsyncClient``: the same answers, on the event loop.
+        Its waits are ``asyncio.sleep``: a task cancelled mid-wait ends at once, a hang ends
+        when :meth:`set_fault` or :meth:`stop` releases it, and a slow fault's pauses run out."""
+        from ._in_process import AsyncInProcessTransport
+
+        return AsyncInProcessTransport(self._providers)
+
     @property
     def port(self) -> int:
         """The port the server listens on (only while running)."""
         if self._server is None:
-            raise RuntimeError("FakeProvider is not running; call start() first")
+            raise RuntimeError(
+                "FakeProvider is not running; call start() first "
+                "(its in-process transport() needs no server: any host will do)"
+            )
         return self._server.server_port
 
     def url(self, provider: str) -> str:
