@@ -32,7 +32,7 @@ import openai
 import pytest
 
 from swerve import Attempt, Failover, FallbackConfig, Result, StreamReset, StreamSpec
-from swerve._failures import InStreamError
+from swerve.adapters import InStreamError
 from swerve.httpx import AsyncFailoverTransport, FailoverTransport
 from swerve.testing import FakeProvider, Reply
 
