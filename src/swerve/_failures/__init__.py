@@ -1,16 +1,15 @@
 """Failures: anything that went wrong on an attempt becomes a :class:`Failure`.
 
-The names live in one module each: the record and its kinds (``_failure``), the exceptions
-that carry a failure (``_failure_errors``), the ``error.type`` vocabulary (``_error_types``),
-Retry-After (``_retry_after``), the built-in :func:`classify` (``_classify``) and the user rules
-tried before it (``_classifiers``). This module gathers them: the rest of swerve, its adapters
-and its tests import failures from here.
+The names live in one module each: the record and its kinds (``failure``), the exceptions that
+carry a failure (``errors``), the ``error.type`` vocabulary (``error_types``), Retry-After
+(``retry_after``), and classification (``classify``: the built-in :func:`classify`, and
+:class:`Classifiers`, the user's rules tried before it). This package's face gathers them: the
+rest of swerve imports failures from here.
 """
 
 from __future__ import annotations
 
-from .classifiers import Classifiers
-from .classify import classify
+from .classify import Classifiers, classify
 from .error_types import KNOWN_ERROR_TYPES, status_kind
 from .errors import (
     AttemptTimeout,
