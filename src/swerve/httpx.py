@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterator, Mapping
+from functools import partial
 from typing import Any
 
 import httpx
@@ -115,7 +116,7 @@ class FailoverTransport(_Transport, httpx.BaseTransport):
             if plan.off:
                 return self._once(ex, ex.direct())
             if not plan.stream:
-                return fo.call(plan.route, lambda a: self._once(ex, a), pin=plan.pin).value
+                return fo.call(plan.route, partial(self._once, ex), pin=plan.pin).value
             stream = fo.stream(plan.route, lambda a: self._chunks(ex, a), _SPEC, pin=plan.pin)
             head = next(stream)
         except Exception as exc:
@@ -131,7 +132,7 @@ class FailoverTransport(_Transport, httpx.BaseTransport):
                 response = rx.inner.handle_request(rx.request)
                 if rx.limits is not None:  # headers that came too late are a timeout too
                     try:
-                        rx.limits.check(False)
+                        rx.limits.check_soonest(True)  # a unary attempt waits for no token
                     except BaseException:
                         response.close()
                         raise
@@ -230,7 +231,7 @@ class AsyncFailoverTransport(_Transport, httpx.AsyncBaseTransport):
             if plan.off:
                 return await self._once(ex, ex.direct())
             if not plan.stream:
-                return (await fo.acall(plan.route, lambda a: self._once(ex, a), pin=plan.pin)).value
+                return (await fo.acall(plan.route, partial(self._once, ex), pin=plan.pin)).value
             stream = fo.astream(plan.route, lambda a: self._chunks(ex, a), _SPEC, pin=plan.pin)
             head = await anext(stream)
         except Exception as exc:

@@ -37,7 +37,6 @@ from .._telemetry.telemetry import (
     GEN_AI_RESPONSE_MODEL,
     ROUTE_SERVED,
     STREAM,
-    Attached,
     Telemetry,
 )
 from . import policy
@@ -82,6 +81,9 @@ class Wiring:
     route: Callable[[str], Route]
     """Parses a route name (cached: routes are few, calls are many)."""
     own: OwnCooldowns
+    waitless: bool = False
+    """The health store answers at once (in process) in async code too: a call asks it
+    directly instead of yielding the question to its driver."""
 
 
 class Derived:
@@ -147,7 +149,7 @@ class _Call:
         # Per-attempt state, reset by begin().
         self.attempt = Attempt(self.current, requested)
         self.attempt_span: Span = trace.INVALID_SPAN
-        self.attached = Attached(self.context)  # the attempt span, current while fn runs
+        self.attempt_context = self.context  # the attempt span's, current while fn runs
         self.probe = False
         self.period = 0  # the half-open period that admitted the attempt, when it is a probe
         # The last error classified and its Failure: the user's rules are asked once per
@@ -156,10 +158,19 @@ class _Call:
 
     def start(self) -> Steps[None]:
         """Choose the route the call starts on: the first healthy one of its chain walk."""
-        config, requested = self.config, self.requested._name
-        start, skipped = yield from self._choose(
-            lambda degraded: policy.start_route(config, requested, degraded)
-        )
+        config, requested, health = self.config, self.requested._name, self.health
+        now = self.wall()
+        unavailable = health.unavailable(now)
+        if requested not in unavailable and not health.probe_due(requested, now):
+            # Most calls: the route asked for is healthy, so the walk would start, and stay,
+            # there (policy.start_route's first answer), with no probe of it to claim.
+            start, skipped = requested, cast(tuple[str, ...], ())
+        else:
+            start, skipped = yield from self._choose(
+                lambda degraded: policy.start_route(config, requested, degraded),
+                now,
+                unavailable,
+            )
         for route, what in self.health.take_notices():
             self.telemetry.operator(self.span, route, what)
         for route in skipped:
@@ -191,6 +202,7 @@ class _Call:
             timeout,
             read,
             limited=self.limited,
+            time=self.time,
         )
         route = self.current
         self.attempt_span = self.telemetry.start_attempt(
@@ -205,16 +217,23 @@ class _Call:
         )
         if self.probing == route._name:
             self.attempt_span.set_attribute(ATTEMPT_PROBE, True)
-        self.attached = Attached(trace.set_span_in_context(self.attempt_span, self.context))
+        self.attempt_context = trace.set_span_in_context(self.attempt_span, self.context)
         return self.attempt
 
     def admit(self) -> Steps[None]:
         """Ask the breaker; raises :class:`CircuitOpenError` (a failure like any other) if not."""
-        if self.time.deadline - self.time.now() <= 0:  # remaining(), written out
+        time = self.time
+        # remaining(), as the attempt began (begin() read the clock just now)
+        if time.deadline - time.attempt_t0 <= 0:
             raise AttemptTimeout("deadline", self.bound_s)
-        answer = yield Admit(
-            self.health, self.current._name, self.wall(), self.config.breaker, self.lease_s
-        )
+        if self.wiring.waitless:
+            answer: object = self.health.admit(
+                self.current._name, self.wall(), self.config.breaker, lease_s=self.lease_s
+            )
+        else:
+            answer = yield Admit(
+                self.health, self.current._name, self.wall(), self.config.breaker, self.lease_s
+            )
         admission, transition, period = cast(Admitted, answer)
         if transition is not None:
             self._breaker(transition)
@@ -226,7 +245,9 @@ class _Call:
     def _end_attempt(
         self, outcome: Literal["success", "failure", "rejected", "aborted"], failure: Failure | None
     ) -> float:
-        duration = self.time.now() - self.time.attempt_t0  # in_attempt(), written out
+        """Record and report the attempt's end; the call's time it ended at."""
+        now = self.time.now()
+        duration = now - self.time.attempt_t0  # in_attempt(), written out
         route = self.current._name
         self.records.append(
             AttemptRecord(
@@ -248,7 +269,7 @@ class _Call:
             duration,
             self.attempt.usage,
         )
-        return duration
+        return now
 
     def _record_health(self, outcome: Outcome) -> None:
         transition = self.health.record(
@@ -267,11 +288,23 @@ class _Call:
         """The attempt's first content chunk arrived."""
         self.telemetry.first_chunk(self.current._name, self.time.in_attempt())
 
-    def succeeded(self) -> None:
+    def succeeded(self) -> float:
+        """The attempt served the call; the call's time it ended at (for :meth:`finish_ok`)."""
         if self.records:  # only a call that failed before may hold a route's retries
             self.wiring.own.retried(self.current._name, self)
-        self._record_health(Outcome.SUCCESS)
-        self._end_attempt("success", None)
+        # _record_health(SUCCESS), written out: every call that is served records one.
+        transition = self.health.record(
+            self.current._name,
+            Outcome.SUCCESS,
+            self.wall(),
+            self.config.breaker,
+            probe=self.probe,
+            period=self.period if self.probe else None,
+        )
+        self.probe = False
+        if transition is not None:
+            self._breaker(transition)
+        ended = self._end_attempt("success", None)
         self.served = route = self.current
         # A success on a recovering route is its probe's verdict: the route is healthy again
         # (any call may deliver it: a pinned one, or one with nowhere else to go).
@@ -280,15 +313,27 @@ class _Call:
             self.telemetry.probe(self.span, route._name, "success")
         if self.probing == route._name:
             self.probing = None
+        return ended
 
     # -- route choice -------------------------------------------------------------------------
-    def _choose(self, pick: Callable[[Container[str]], T]) -> Steps[T]:
+    def _choose(
+        self,
+        pick: Callable[[Container[str]], T],
+        now: float | None = None,
+        unavailable: Container[str] | None = None,
+    ) -> Steps[T]:
         """Run a route choice of the policy's, claiming the probe of the route it lands on when
-        that route is recovering; a probe someone else took sends the walk past it."""
-        health, now = self.health, self.wall()
+        that route is recovering; a probe someone else took sends the walk past it.
+        ``unavailable``: the store's view at ``now``, when the caller asked for it already."""
+        health = self.health
+        if now is None:
+            now = self.wall()
         blocked: set[str] = set()
         while True:
-            view = _Either(health.unavailable(now), blocked)
+            if unavailable is None:
+                unavailable = health.unavailable(now)
+            view = _Either(unavailable, blocked)
+            unavailable = None  # a walk past a taken probe asks the store again
             choice = pick(view)
             route = _target(choice)
             if route is not None and route in view:
@@ -450,7 +495,7 @@ class _Call:
                 attempt = self.begin()
                 try:
                     yield from self.admit()
-                    value = yield Invoke(fn, attempt, self.attached, self.time.next_limit)
+                    value = yield Invoke(fn, attempt, self.attempt_context, self.time.next_limit)
                 except BaseException as exc:
                     decision = yield from self.failed(exc)
                     if isinstance(decision, Retry):
@@ -459,8 +504,7 @@ class _Call:
                     if isinstance(decision, Swap):
                         continue
                     raise
-                self.succeeded()
-                return self.finish_ok(value)
+                return self.finish_ok(value, self.succeeded())
         except BaseException as exc:
             self.finish_error(exc)
             raise
@@ -482,16 +526,28 @@ class _Call:
             attrs[CALL_SWAPS] = self.swaps
         self.span.set_attributes(attrs)
 
-    def finish_ok(self, value: T) -> Result[T]:
+    def finish_ok(self, value: T, ended: float) -> Result[T]:
+        """The call is served; ``ended``: when its serving attempt ended (what
+        :meth:`succeeded` returned), which is when the call's time ends too."""
         served = self.served or self.current
-        duration = self.time.now() - self.time.t0  # in_call(), written out
-        self._summarise({ROUTE_SERVED: served._name, GEN_AI_RESPONSE_MODEL: served.model})
-        self.span.end()
+        duration = ended - self.time.t0
+        records = self.records
+        # _summarise(), written out: every served call ends here.
+        attrs: dict[str, AttributeValue] = {
+            ROUTE_SERVED: served._name,
+            GEN_AI_RESPONSE_MODEL: served.model,
+            CALL_ATTEMPTS: len(records),
+        }
         added = None
-        if len(self.records) > 1:  # a first-try success adds nothing; keep it off the hot path
-            added = max(duration - self.records[-1].duration_s, 0.0)
+        if len(records) > 1:  # a first-try success adds nothing; keep it off the hot path
+            attrs[CALL_RETRIES] = sum(1 for r in records if r.retry > 0)
+            attrs[CALL_SWAPS] = self.swaps
+            added = max(duration - records[-1].duration_s, 0.0)
+        self.span.set_attributes(attrs)
+        self.span.end()
         self.telemetry.call_ended(self.requested._name, duration, served=served._name, added=added)
-        return self.result(value)
+        # result(), written out
+        return Result(value, served, self.requested, tuple(records), tuple(self.skipped))
 
     def finish_error(self, exc: BaseException) -> None:
         """The call surfaces ``exc``: its note, its duration metric and (when traced) its span's

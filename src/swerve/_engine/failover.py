@@ -64,18 +64,18 @@ def default_health() -> HealthStore:
 class _Routes:
     """Routes parsed once and kept (routes are few, calls are many)."""
 
-    __slots__ = ("parsed",)
+    __slots__ = ("_parsed",)
 
     def __init__(self) -> None:
-        self.parsed: dict[str, Route] = {}
+        self._parsed: dict[str, Route] = {}
 
     def parse(self, value: str) -> Route:
-        route = self.parsed.get(value)
+        route = self._parsed.get(value)
         if route is None:
             route = Route.parse(value)
-            if len(self.parsed) >= ROUTE_CACHE_SIZE:
-                self.parsed = {}  # a fresh dict: a reader on another thread keeps the old one
-            self.parsed[value] = route
+            if len(self._parsed) >= ROUTE_CACHE_SIZE:
+                self._parsed = {}  # a fresh dict: a reader on another thread keeps the old one
+            self._parsed[value] = route
         return route
 
 
@@ -177,7 +177,15 @@ class Failover:
         self._classifiers = Classifiers(classifiers)
         self._own = _OwnCooldowns()
         self._wiring = Wiring(
-            clock, health, telemetry, self._classifiers, operation, self._routes.parse, self._own
+            clock,
+            health,
+            telemetry,
+            self._classifiers,
+            operation,
+            self._routes.parse,
+            self._own,
+            # The in-process store answers at once, sync or async: its calls need no driver.
+            waitless=type(health) is MemoryHealth,
         )
         if config is not None:  # a shared store learns the config's bounds now, no waiting
             self._ready(config, False)
@@ -279,7 +287,7 @@ class Failover:
         if isinstance(route, Route):
             requested = route
         else:  # route(), written out: every call asks
-            parsed = self._routes.parsed.get(route)
+            parsed = self._routes._parsed.get(route)
             requested = parsed if parsed is not None else self._routes.parse(route)
         if (run := self._open_call(requested, pin, False)) is None:
             clock = self._wiring.clock

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Generic, Literal, TypeVar
 
 from .._failures import Failure
 from .routes import Route
+
+if TYPE_CHECKING:
+    from .timing import CallTime
 
 __all__ = [
     "Attempt",
@@ -47,6 +50,8 @@ class Attempt:
 
     ``limited``: whether ``timeout`` is a limit the config set (``attempt_timeout_s`` or
     ``deadline_s``), rather than only the generous bound swerve derives for every call.
+    ``time``: the call's limits on its clock, which ``timeout`` and ``read_timeout`` were read
+    from (None for an attempt made outside a call); a transport holds its reads to them.
     """
 
     __slots__ = (
@@ -61,6 +66,7 @@ class Attempt:
         "retry",
         "route",
         "swap",
+        "time",
         "timeout",
     )
 
@@ -75,6 +81,7 @@ class Attempt:
         read_timeout: float | None = None,
         *,
         limited: bool = True,
+        time: CallTime | None = None,
     ) -> None:
         self.route = route
         self.requested = requested
@@ -84,6 +91,7 @@ class Attempt:
         self.timeout = timeout
         self.read_timeout = read_timeout
         self._limited = limited
+        self.time = time
         self._effects: list[str] = []
         self._input_tokens: int | None = None
         self._output_tokens: int | None = None

@@ -25,11 +25,11 @@ from collections.abc import (
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
+from opentelemetry.context import Context, attach, detach
+
 from .._failures import AttemptTimeout
 
 if TYPE_CHECKING:
-    from contextlib import AbstractContextManager
-
     from .._health.store import HealthStore
     from .clock import Clock
     from .config import BreakerConfig
@@ -141,6 +141,11 @@ class Sleep:
         await self.clock.async_sleep(self.seconds)
 
 
+# The adapter's code runs with the attempt's span current (``context``), so its HTTP spans nest
+# under it; None runs it as it is. Made current with attach/detach written out, not a context
+# manager: every attempt and every chunk of a stream passes here.
+
+
 @dataclass(frozen=True, slots=True)
 class Invoke:
     """Run the adapter's function on an attempt; answered with its value. Async code is held
@@ -148,17 +153,27 @@ class Invoke:
 
     fn: Callable[[Attempt], object]
     attempt: Attempt
-    context: AbstractContextManager[None]
+    context: Context | None
     limits: Limits
 
     def run(self) -> object:
-        with self.context:
+        if self.context is None:
             return self.fn(self.attempt)
+        token = attach(self.context)
+        try:
+            return self.fn(self.attempt)
+        finally:
+            detach(token)
 
     async def arun(self) -> object:
         limit, seconds = self.limits(True)
-        with self.context:
+        if self.context is None:
             return await bounded(cast(Awaitable[object], self.fn(self.attempt)), limit, seconds)
+        token = attach(self.context)
+        try:
+            return await bounded(cast(Awaitable[object], self.fn(self.attempt)), limit, seconds)
+        finally:
+            detach(token)
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,15 +182,25 @@ class Open:
 
     fn: Callable[[Attempt], Any]
     attempt: Attempt
-    context: AbstractContextManager[None]
+    context: Context | None
 
     def run(self) -> object:
-        with self.context:
+        if self.context is None:
             return iter(self.fn(self.attempt))
+        token = attach(self.context)
+        try:
+            return iter(self.fn(self.attempt))
+        finally:
+            detach(token)
 
     async def arun(self) -> object:
-        with self.context:
+        if self.context is None:
             return aiter(self.fn(self.attempt))
+        token = attach(self.context)
+        try:
+            return aiter(self.fn(self.attempt))
+        finally:
+            detach(token)
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,22 +210,33 @@ class Pull:
     (``late`` raises it)."""
 
     upstream: Any
-    context: AbstractContextManager[None]
+    context: Context | None
     committed: bool
     limits: Limits
     late: Callable[[bool], None]
 
     def run(self) -> object:
-        with self.context:
+        if self.context is None:
             chunk = next(self.upstream, END)
+        else:
+            token = attach(self.context)
+            try:
+                chunk = next(self.upstream, END)
+            finally:
+                detach(token)
         if chunk is not END:
             self.late(self.committed)
         return chunk
 
     async def arun(self) -> object:
         limit, seconds = self.limits(self.committed)
-        with self.context:
+        if self.context is None:
             return await bounded(anext(self.upstream, END), limit, seconds)
+        token = attach(self.context)
+        try:
+            return await bounded(anext(self.upstream, END), limit, seconds)
+        finally:
+            detach(token)
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,10 +340,18 @@ def run_sync(steps: Steps[T]) -> T:
         except StopIteration as done:
             return cast(T, done.value)
         answer = error = None
-        if isinstance(ask, Out):
-            continue
         try:
-            answer = ask.run()
+            if type(ask) is Invoke:  # Invoke.run, written out: every attempt makes one
+                if ask.context is None:
+                    answer = ask.fn(ask.attempt)
+                else:
+                    token = attach(ask.context)
+                    try:
+                        answer = ask.fn(ask.attempt)
+                    finally:
+                        detach(token)
+            elif not isinstance(ask, Out):
+                answer = ask.run()
         except BaseException as exc:  # the steps decide
             error = exc
 

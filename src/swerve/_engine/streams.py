@@ -27,7 +27,6 @@ T = TypeVar("T")
 C = TypeVar("C")
 MidStream = Literal["error", "restart"]
 # A passthrough stream has no limits of its own and no context to attach.
-_NO_CONTEXT = contextlib.nullcontext()
 
 
 def _no_limits(_: bool) -> tuple[str | None, float | None]:
@@ -138,8 +137,8 @@ class _StreamBase(Generic[C]):
             # then could not yield the Close that ends its upstream.
             self.route = requested = self.requested
             t0 = self._clock.monotonic()
-            source = yield Open(self._fn, Attempt(requested, requested), _NO_CONTEXT)
-            pull = Pull(source, _NO_CONTEXT, True, _no_limits, _never_late)
+            source = yield Open(self._fn, Attempt(requested, requested), None)
+            pull = Pull(source, None, True, _no_limits, _never_late)
             try:
                 while (chunk := (yield pull)) is not END:
                     yield Out([chunk])
@@ -159,11 +158,11 @@ class _StreamBase(Generic[C]):
                 upstream: object = None
                 try:
                     yield from run.admit()
-                    upstream = yield Open(self._fn, attempt, run.attached)
+                    upstream = yield Open(self._fn, attempt, run.attempt_context)
                     while True:
                         chunk = yield Pull(
                             upstream,
-                            run.attached,
+                            run.attempt_context,
                             self._state.committed,
                             run.time.next_limit,
                             run.time.check_limits,
@@ -266,8 +265,7 @@ class _StreamBase(Generic[C]):
         return decision.delay if isinstance(decision, Retry) else 0.0
 
     def _succeeded(self, run: _Call) -> None:
-        run.succeeded()
-        run.finish_ok(None)
+        run.finish_ok(None, run.succeeded())
 
 
 class FailoverStream(_StreamBase[C], Iterator[C | StreamReset]):

@@ -24,6 +24,7 @@ class CallTime:
         "_mono",
         "_offset",
         "attempt_t0",
+        "committed",
         "deadline",
         "last_chunk",
         "t0",
@@ -40,6 +41,10 @@ class CallTime:
         if not math.isfinite(self._last):
             self._last = 0.0
         self.t0 = self.attempt_t0 = self.last_chunk = self._last
+        # Whether the current attempt's content began (a unary attempt's never waits for it):
+        # the first-token limit is over. Kept for readers of the limits outside the engine
+        # (the transport's socket clamps), which have no StreamState to ask.
+        self.committed = False
         self.deadline = self.t0 + (config.call_bound_s if bound_s is None else bound_s)
 
     def now(self) -> float:
@@ -63,7 +68,14 @@ class CallTime:
     def begin_attempt(self, stream: bool = True) -> tuple[float | None, float | None]:
         """Start the clock of a new attempt; its ``(timeout, read_timeout)`` for the client.
         The first-token limit is a stream's: a unary attempt's reads are not held to it."""
-        now = self.attempt_t0 = self.last_chunk = self.now()
+        # now(), written out for a clock that did not step back: every attempt begins here.
+        now = self._mono() + self._offset
+        if now >= self._last:
+            self._last = now
+        else:
+            now = self.now()
+        self.attempt_t0 = self.last_chunk = now
+        self.committed = not stream
         c = self._config
         end = self.deadline  # the attempt's own end: the deadline or its limit, if sooner
         if c.attempt_timeout_s is not None:
@@ -92,7 +104,8 @@ class CallTime:
 
     def next_limit(self, committed: bool) -> tuple[str | None, float | None]:
         """The limit that ends soonest for the next wait, and the seconds left until it (the
-        first of equal ones, in :meth:`_limits`' order)."""
+        first of equal ones, in :meth:`_limits`' order). :meth:`soonest`, written out: every
+        async wait asks."""
         c = self._config
         name, end = "deadline", self.deadline
         if c.attempt_timeout_s is not None and self.attempt_t0 + c.attempt_timeout_s < end:
@@ -106,6 +119,51 @@ class CallTime:
         if c.stall_timeout_s is not None and self.last_chunk + c.stall_timeout_s < end:
             name, end = "stall", self.last_chunk + c.stall_timeout_s
         return name, end - self.now()
+
+    def soonest(self, committed: bool) -> tuple[str, float]:
+        """The limit that ends soonest for the next wait and its (monotonic) end: the first of
+        equal ones, in :meth:`_limits`' order."""
+        c = self._config
+        name, end = "deadline", self.deadline
+        if c.attempt_timeout_s is not None and self.attempt_t0 + c.attempt_timeout_s < end:
+            name, end = "attempt", self.attempt_t0 + c.attempt_timeout_s
+        if (
+            not committed
+            and c.first_token_timeout_s is not None
+            and self.attempt_t0 + c.first_token_timeout_s < end
+        ):
+            name, end = "first_token", self.attempt_t0 + c.first_token_timeout_s
+        if c.stall_timeout_s is not None and self.last_chunk + c.stall_timeout_s < end:
+            name, end = "stall", self.last_chunk + c.stall_timeout_s
+        return name, end
+
+    def left(self) -> tuple[float, str]:
+        """The seconds until the current attempt's soonest limit ends, and its name: what the
+        transport clamps each socket operation of a sync attempt to."""
+        name, end = self.soonest(self.committed)
+        return end - self.now(), name
+
+    def ends(self, committed: bool) -> list[tuple[float, str, float]]:
+        """Every limit of the next wait: its end, its name, and when its time began."""
+        return [
+            (end, name, self.last_chunk if name == "stall" else self.attempt_t0)
+            for name, end in self._limits(committed)
+        ]
+
+    def check_soonest(self, committed: bool) -> None:
+        """A read that came after the soonest of the attempt's limits is a timeout of that
+        limit: the one an async wait would have been cut at."""
+        name, end = self.soonest(committed)
+        # now(), written out for a clock that did not step back: a sync attempt checks after
+        # every read.
+        now = self._mono() + self._offset
+        if now >= self._last:
+            self._last = now
+        else:
+            now = self.now()
+        if now > end:
+            since = self.last_chunk if name == "stall" else self.attempt_t0
+            raise AttemptTimeout(name, now - since)
 
     def check_limits(self, committed: bool) -> None:
         """Sync streams cannot be pre-empted: a chunk that came too late counts as a timeout."""

@@ -8,7 +8,7 @@ the clock: a cooldown granted for 10 s lasts 10 s whichever way the clock jumps 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Container
+from collections.abc import Container
 from dataclasses import replace
 
 from .._engine.clock import Clock
@@ -75,9 +75,17 @@ class MemoryHealth:
         """Compare ``now`` with the wall time expected from the monotonic clock; on a step, move
         every entry with the clock so each keeps the time it had left. Lock-free unless the
         clock stepped: call it before taking the lock."""
-        mono = self._monotonic() if self._monotonic is not None else 0.0
+        monotonic = self._monotonic
+        mono = monotonic() if monotonic is not None else 0.0
         seen = self._seen
-        if seen is not None and abs(self._step(seen, now, mono)) > STEP_TOLERANCE_S:
+        if seen is None:
+            self._seen = (now, mono)
+            return
+        # _step, written out: every decision of every call observes the clock.
+        step = (
+            (now - mono) - (seen[0] - seen[1]) if monotonic is not None else min(now - seen[0], 0.0)
+        )
+        if abs(step) > STEP_TOLERANCE_S:
             with self._lock:
                 seen = self._seen  # another thread may have corrected for this step already
                 if seen is not None:
@@ -88,7 +96,7 @@ class MemoryHealth:
                     return
                 self._seen = (now, mono)
             return
-        if seen is None or (self._monotonic is None and now >= seen[0]):
+        if monotonic is None and now >= seen[0]:
             # With a monotonic clock the baseline stays until a correction: a step within the
             # tolerance is still counted by the next comparison, not forgotten.
             self._seen = (now, mono)
@@ -160,7 +168,7 @@ class MemoryHealth:
 
     def unavailable(self, now: float) -> Container[str]:
         self._observe(now)
-        return _Unavailable(self._is_unavailable, now)
+        return _Unavailable(self._cooling, self._breakers, now)
 
     def _live(self, route: str, now: float) -> Cooling | None:
         entry = self._cooling.get(route)
@@ -168,17 +176,6 @@ class MemoryHealth:
             self._cooling.pop(route, None)
             return None
         return entry
-
-    def _is_unavailable(self, route: str, now: float) -> bool:
-        entry = self._cooling.get(route)
-        if (
-            entry is not None
-            and now < entry.forget_at
-            and (now < entry.until or now < entry.lease_until)
-        ):
-            return True
-        breaker = self._breakers.get(route)
-        return breaker is not None and breaker.state_at(now) is BreakerState.OPEN
 
     def probe_due(self, route: str, now: float) -> bool:
         if route not in self._cooling:  # the hot path: one dict lookup for a healthy route
@@ -226,9 +223,17 @@ class MemoryHealth:
         self, route: str, now: float, config: BreakerConfig, *, lease_s: float | None = None
     ) -> Admitted:
         # lease_s is for shared stores: in one process every probe's end reaches record()
-        if not config.enabled or route not in self._breakers:
+        if not config.enabled:
+            return Admitted(Admission.ALLOWED, None)
+        breaker = self._breakers.get(route)
+        if breaker is None:
             # No breaker: closed with an empty window. None is made until an outcome needs one.
             return Admitted(Admission.ALLOWED, None)
+        if breaker.state is BreakerState.CLOSED:
+            # The healthy path, without the lock: a closed breaker admits whatever the time
+            # (Breaker.admit moves nothing), and a state read is atomic; a breaker that opens
+            # meanwhile is one the attempt had already been admitted by.
+            return Admitted(Admission.ALLOWED, None, breaker.period)
         self._observe(now)
         with self._lock:
             breaker = self._breakers.get(route)
@@ -261,10 +266,12 @@ class MemoryHealth:
                 if breaker is None:
                     return None  # nothing to count and no slot to give back
             else:
-                self._window_s = max(self._window_s, config.window_s)
-                breaker = self._breaker(route, now)
+                if config.window_s > self._window_s:
+                    self._window_s = config.window_s
+                # _breaker(), written out for the breaker that exists: every success records.
+                breaker = self._breakers.get(route) or self._breaker(route, now)
             moved_from = breaker.record(outcome, now, config, probe, period)
-            return breaker.transition(route, moved_from)
+            return None if moved_from is None else breaker.transition(route, moved_from)
 
     # -- views ----------------------------------------------------------------------------------
     def snapshot(self, now: float) -> list[RouteHealth]:
@@ -394,13 +401,32 @@ class MemoryHealth:
 
 
 class _Unavailable:
-    """The routes unavailable at one instant, asked one at a time (most calls ask of one)."""
+    """The routes unavailable at one instant, asked one at a time (most calls ask of one):
+    cooling down, recovering with its probe taken, or breaker open. Read without the lock, as
+    every lookup of one route's entry is."""
 
-    __slots__ = ("_is_unavailable", "_now")
+    __slots__ = ("_breakers", "_cooling", "_now")
 
-    def __init__(self, is_unavailable: Callable[[str, float], bool], now: float) -> None:
-        self._is_unavailable = is_unavailable
+    def __init__(
+        self, cooling: dict[str, Cooling], breakers: dict[str, Breaker], now: float
+    ) -> None:
+        self._cooling = cooling
+        self._breakers = breakers
         self._now = now
 
     def __contains__(self, route: object) -> bool:
-        return isinstance(route, str) and self._is_unavailable(route, self._now)
+        if not isinstance(route, str):
+            return False
+        now = self._now
+        entry = self._cooling.get(route)
+        if (
+            entry is not None
+            and now < entry.forget_at
+            and (now < entry.until or now < entry.lease_until)
+        ):
+            return True
+        breaker = self._breakers.get(route)
+        # Breaker.state_at(now) is OPEN, written out: every call asks of its route.
+        return (
+            breaker is not None and breaker.state is BreakerState.OPEN and now < breaker.open_until
+        )

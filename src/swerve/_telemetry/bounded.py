@@ -64,9 +64,13 @@ class AttributeBounds:
     def __call__(self, attributes: Attributes) -> dict[str, AttributeValue]:
         """``attributes`` for a metric, each route name and error type bounded."""
         out = dict(attributes)
+        route, errors = self.route, self._errors
         for key, value in out.items():
+            # A value already known passes as it is (_Bounded.__call__'s hot path, written out:
+            # every call's metrics pass here).
             if key in _ROUTE_KEYS:
-                out[key] = self.route(str(value))
-            elif key == ERROR_TYPE:
-                out[key] = self._errors(str(value))
+                if type(value) is not str or value not in route._seen:
+                    out[key] = route(str(value))
+            elif key == ERROR_TYPE and (type(value) is not str or value not in errors._seen):
+                out[key] = errors(str(value))
         return out

@@ -13,7 +13,6 @@ import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
 from opentelemetry.context import Context
 from opentelemetry.metrics import CallbackOptions, Observation
@@ -33,7 +32,7 @@ from .redact import printable
 if TYPE_CHECKING:
     from .._health.store import BreakerTransition, HealthStore
 
-__all__ = ["ERROR_TYPE_LIMIT", "OVERFLOW", "ROUTE_LIMIT", "Attached", "Telemetry"]
+__all__ = ["ERROR_TYPE_LIMIT", "OVERFLOW", "ROUTE_LIMIT", "Telemetry"]
 __all__ += ["default_telemetry"]
 __all__ += n.__all__  # every name swerve emits
 
@@ -316,7 +315,13 @@ class Telemetry:
             attrs[n.GEN_AI_RESPONSE_FINISH_REASONS] = reasons
         span.set_attributes(attrs)
         span.end()
-        self.attempt_ended(route, outcome, failure.error_type if failure else None, duration)
+        # attempt_ended(), written out: every attempt ends here.
+        counted: dict[str, AttributeValue] = {n.ROUTE: route, n.ATTEMPT_OUTCOME: outcome}
+        if failure is not None:
+            counted[n.ERROR_TYPE] = failure.error_type
+        counted = self._bounds(counted)
+        self.attempts.add_bounded(1, counted)
+        self.attempt_duration.record(duration, counted)
         if outcome == "failure":
             for kind, count in (
                 (n.TOKEN_INPUT, usage.input_tokens),
@@ -428,21 +433,6 @@ class Telemetry:
             n.EVENT_DOWNGRADE, {n.ROUTE: route, n.DOWNGRADE_REMOVED: removed}
         )
         self.downgrades.add(1, {n.ROUTE: route})
-
-
-class Attached:
-    """Make the attempt span current while the adapter's code runs, so HTTP spans nest under it."""
-
-    __slots__ = ("_ctx", "_token")
-
-    def __init__(self, ctx: otel_context.Context) -> None:
-        self._ctx = ctx
-
-    def __enter__(self) -> None:
-        self._token = otel_context.attach(self._ctx)
-
-    def __exit__(self, *_: object) -> None:
-        otel_context.detach(self._token)
 
 
 _default: Telemetry | None = None

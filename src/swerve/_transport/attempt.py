@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-import math
 import re
-import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .._engine.config import FallbackConfig
 from .._engine.results import Attempt, PartKind, StreamSpec
+from .._engine.timing import CallTime
 from .._failures import AttemptTimeout, InStreamError, MalformedStreamError
 from .._telemetry.redact import REDACTED
 from .flavour import flavour_of
@@ -144,67 +142,34 @@ class _Reader:
         raise _ErrorInBody(payload, self.route, replay, raw)
 
 
-class _Limits:
-    """The time limits of one sync attempt, checked after every read of its body.
+class _Until:
+    """An async attempt's limits as they stood when it began, on the call's clock: what its
+    socket operations are clamped to (:mod:`swerve._transport.io_bound`). The engine cuts an
+    async attempt's waits itself; this end stays the attempt's own even for a send left to
+    end by itself after the call has moved on to its next attempt."""
 
-    A blocking read cannot be pre-empted, and httpx's read timeout is per read: an upstream that
-    dribbles a byte at a time never trips it. So every read is checked against the attempt's
-    end (its own limit or the call's deadline, whichever is sooner), the first-token limit
-    until content began (streams), and the stall limit: the gap since the last event (for a
-    whole body, since the attempt began, as the async engine bounds it). A read that came too
-    late counts as a timeout, as the engine counts a late chunk.
-    """
+    __slots__ = ("_end", "_name", "_time")
 
-    __slots__ = ("committed", "end", "end_name", "first", "last", "stall", "t0")
+    def __init__(self, time: CallTime) -> None:
+        self._time = time
+        self._name, self._end = time.soonest(time.committed)
 
-    def __init__(self, attempt: Attempt, config: FallbackConfig | None, stream: bool) -> None:
-        self.t0 = self.last = time.monotonic()
-        self.committed = False  # content began: the first-token limit is over
-        self.end, self.end_name = math.inf, "attempt"
-        if attempt.timeout is not None:
-            self.end = self.t0 + attempt.timeout
-            own = config.attempt_timeout_s if config is not None else None
-            if own is None or attempt.timeout < own - 1e-6:  # the call's deadline comes first
-                self.end_name = "deadline"
-        first = config.first_token_timeout_s if config is not None and stream else None
-        self.first = self.t0 + first if first is not None else math.inf
-        stall = config.stall_timeout_s if config is not None else None
-        self.stall = stall if stall is not None else math.inf
+    def left(self) -> tuple[float, str]:
+        return self._end - self._time.now(), self._name
 
-    def check(self, committed: bool) -> None:
-        now = time.monotonic()
-        if now > self.end:
-            raise AttemptTimeout(self.end_name, now - self.t0)
-        if not committed and now > self.first:
-            raise AttemptTimeout("first_token", now - self.t0)
-        if now > self.last + self.stall:
-            raise AttemptTimeout("stall", now - self.last)
 
-    def soonest(self) -> tuple[float, str]:
-        """The end (``time.monotonic()``) of the limit that ends first, and its name: what
-        every socket operation of the attempt is clamped to (:mod:`swerve._transport.io_bound`)."""
-        end, name = self.end, self.end_name
-        if self.last + self.stall < end:
-            end, name = self.last + self.stall, "stall"
-        if not self.committed and self.first < end:
-            end, name = self.first, "first_token"
-        return end, name
-
-    def ran_out(self, committed: bool) -> AttemptTimeout | None:
-        """The limit an httpx timeout of this attempt enforced, or None when none is due (the
-        client's own, shorter timeout fired). The limits were handed to httpx as its timeouts,
-        so a blocking read usually ends on httpx's clock a hair before a check would see the
-        limit pass: a limit that ends within that hair counts as run out."""
-        now = time.monotonic()
-        due = now + _TIMER_SLACK_S
-        ends = [(self.end, self.end_name, self.t0), (self.last + self.stall, "stall", self.last)]
-        if not committed:
-            ends.append((self.first, "first_token", self.t0))
-        passed = [end for end in ends if end[0] <= due]
-        if not passed:
-            return None
-        _, name, since = min(passed)
-        return AttemptTimeout(name, max(now - since, 0.0))
+def _ran_out(time: CallTime, committed: bool) -> AttemptTimeout | None:
+    """The limit of the attempt's that an httpx timeout enforced, or None when none is due (the
+    client's own, shorter timeout fired). The limits were handed to httpx as its timeouts, so
+    a blocking read usually ends on httpx's clock a hair before a check would see the limit
+    pass: a limit that ends within that hair counts as run out."""
+    now = time.now()
+    due = now + _TIMER_SLACK_S
+    passed = [end for end in time.ends(committed) if end[0] <= due]
+    if not passed:
+        return None
+    _, name, since = min(passed)
+    return AttemptTimeout(name, max(now - since, 0.0))
 
 
 def _returned(headers: Any) -> list[tuple[bytes, bytes]]:

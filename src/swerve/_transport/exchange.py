@@ -17,17 +17,26 @@ import httpx
 
 from .._engine.results import Attempt
 from .._engine.routes import Route
+from .._engine.timing import CallTime
 from .._failures import AttemptTimeout
-from .attempt import _Head, _is_stream, _Limits, _Reader, _returned, _served_by
+from .attempt import _Head, _is_stream, _ran_out, _Reader, _returned, _served_by, _Until
 from .client_side import _byte_stream, _given_up
-from .flavour import flavour_of
-from .io_bound import held
+from .flavour import Flavour, flavour_of
+from .io_bound import Bound, held
 from .routing import _SWERVE_PREFIX, _Core, _Plan
 from .sse import _Event
 from .upstream import ResponseTooLarge
 
 _PIECE = 64 * 1024  # the most one step of decompression may produce
 _POOL_GRACE_S = 1.0  # see _graced
+# httpx's timeout errors, by the phase of its timeout config each one enforces.
+_PHASES = {
+    "ConnectTimeout": "connect",
+    "ReadTimeout": "read",
+    "WriteTimeout": "write",
+    "PoolTimeout": "pool",
+}
+_ENDS = ("deadline", "attempt")  # the limits of an attempt's own end (attempt.timeout)
 
 
 class _Exchange:
@@ -38,11 +47,22 @@ class _Exchange:
     not swerve's, passed through.
     """
 
-    __slots__ = ("answer", "cache", "core", "plan", "request", "started", "sync", "tried")
+    __slots__ = (
+        "answer",
+        "cache",
+        "core",
+        "flavour",
+        "plan",
+        "request",
+        "started",
+        "sync",
+        "tried",
+    )
 
     def __init__(self, core: _Core, request: Any, cache: dict[Any, Any], sync: bool) -> None:
         self.core = core
         self.request = request
+        self.flavour = flavour_of(request)  # httpx or httpx2: every attempt's, and the answer's
         self.cache = cache  # the transport's own inner transports, by flavour and route
         self.sync = sync
         planned = core.plan(request)
@@ -85,7 +105,7 @@ class _Exchange:
         """The response to a stream request, once its first content is in: its status line and
         headers now, its body from ``stream``."""
         assert isinstance(head, _Head)
-        module = flavour_of(self.request)
+        module = self.flavour
         body = _byte_stream(module, self.sync, stream, self.core, self.started)
         return module.Response(head.status, headers=head.headers, stream=body)
 
@@ -114,14 +134,17 @@ class _Receiving:
         "_body",
         "_inflater",
         "_reader",
+        "asked",
         "attempt",
         "bound",
         "clamped",
         "core",
+        "flavour",
         "inner",
         "limits",
         "request",
         "route",
+        "stream",
         "sync",
         "whole",
     )
@@ -133,14 +156,21 @@ class _Receiving:
         self.attempt = attempt
         self.route = attempt.route._name
         self.sync = exchange.sync
-        # ``bound``: what the attempt's socket operations are clamped to (both modes);
-        # ``limits``: what a sync attempt checks after every read (async, the engine cuts).
-        if attempt.timeout is None and attempt.read_timeout is None:
-            self.bound: _Limits | None = None
+        self.stream = stream
+        self.asked = exchange.request  # as the client sent it: its own timeouts
+        self.flavour: Flavour = exchange.flavour
+        # The call's limits, on its clock (None for an attempt made outside a call): ``limits``
+        # is what a sync attempt checks after every read (async, the engine cuts); ``bound``
+        # what the attempt's socket operations are clamped to (both modes).
+        time = attempt.time
+        if time is None or (attempt.timeout is None and attempt.read_timeout is None):
+            self.limits: CallTime | None = None
+            self.bound: Bound | None = None
+        elif self.sync:
+            self.limits = self.bound = time
         else:
-            self.bound = _Limits(attempt, core.failover.config, stream)
-        self.limits = self.bound if exchange.sync else None
-        self.request = core.build(exchange.request, exchange.plan, attempt)
+            self.limits, self.bound = None, _Until(time)
+        self.request = core.build(exchange.request, exchange.plan, attempt, self.flavour)
         upstream = core.upstreams[self.route]
         self.inner = (
             upstream.transport
@@ -159,15 +189,40 @@ class _Receiving:
         """For an attempt that ``error`` ended: the limit of swerve's that an httpx timeout
         enforced (swerve hands its limits to httpx as timeouts, and clamps its sockets to
         them), so the client learns which limit ran out; None for any other error."""
-        limits = self.bound
-        if limits is None or not isinstance(error, flavour_of(self.request).TimeoutException):
+        time = self.attempt.time
+        if (
+            self.bound is None
+            or time is None
+            or not isinstance(error, self.flavour.TimeoutException)
+        ):
             return None
-        return limits.ran_out(self._reader is not None and self._reader.committed)
+        # A unary attempt never waits for its first token.
+        committed = not self.stream or (self._reader is not None and self._reader.committed)
+        return _ran_out(time, committed) or self._handed(error, time, committed)
+
+    def _handed(
+        self, error: BaseException, time: CallTime, committed: bool
+    ) -> AttemptTimeout | None:
+        """The limit httpx was handed as the timeout of the phase that ran out, when the call's
+        clock did not see it pass (an injected clock, which real sockets do not keep to);
+        None when that phase's timeout was the client's own (as short as swerve's, or shorter)."""
+        phase = _PHASES.get(type(error).__name__)
+        given = self.asked.extensions.get("timeout")
+        cut = self.request.extensions.get("timeout")
+        if phase is None or not isinstance(cut, dict) or cut.get(phase) is None:
+            return None
+        own = given.get(phase) if isinstance(given, dict) else None
+        if own is not None and own <= cut[phase]:
+            return None
+        # A read waits for the soonest limit; every other phase for the attempt's own end.
+        ends = [e for e in time.ends(committed) if phase == "read" or e[1] in _ENDS]
+        end, name, since = min(ends)
+        return AttemptTimeout(name, max(end - since, 0.0))
 
     def arrived(self) -> None:
         """The response head is in: headers that came too late are a timeout too."""
         if self.limits is not None:
-            self.limits.check(False)
+            self.limits.check_soonest(self.limits.committed)
 
     def at_once(self, response: Any) -> bool:
         """Whether the body may be read whole in one read: its declared, unencoded length is
@@ -175,7 +230,11 @@ class _Receiving:
         inner transport's sockets keep to them themselves)."""
         # A body already in memory (a canned response: httpx reads one built with content=)
         # takes no time to read, so no time limit wants checking between its pieces.
-        if self.limits is None or self.clamped or hasattr(response, "_content"):
+        if (
+            self.limits is None
+            or self.clamped
+            or isinstance(response.stream, self.flavour.ByteStream)
+        ):
             # core.fits, written out: every healthy unary attempt asks.
             headers = response.headers
             length = headers.get("content-length")
@@ -204,7 +263,7 @@ class _Receiving:
         """One read of a whole body, kept within the time and size limits."""
         for piece in self._decoded(data):
             if self.limits is not None:
-                self.limits.check(True)
+                self.limits.check_soonest(True)
             self._body += piece
             if len(self._body) > self.core.limit:
                 raise ResponseTooLarge(f"the upstream body exceeded {self.core.limit} bytes")
@@ -235,10 +294,10 @@ class _Receiving:
         assert reader is not None
         for piece in self._decoded(data):
             if limits is not None:
-                limits.check(reader.committed)
+                limits.check_soonest(reader.committed)
             for event in reader.feed(piece):
                 if limits is not None:
-                    limits.last = time.monotonic()
+                    limits.received()  # the stall limit counts from this event
                     limits.committed = reader.committed
                 yield self._reported(event)
 

@@ -40,6 +40,11 @@ class Flavour(Protocol):
     @property
     def AsyncByteStream(self) -> type[Any]: ...
 
+    @property
+    def ByteStream(self) -> type[Any]:
+        """A body held in memory (a response built with ``content=``)."""
+        ...
+
     # The inner transports swerve makes when an Upstream names none.
     @property
     def HTTPTransport(self) -> type[Any]: ...

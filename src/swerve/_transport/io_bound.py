@@ -1,4 +1,4 @@
-"""Every socket operation of an attempt held to the attempt's own clock.
+"""Every socket operation of an attempt held to the attempt's limits, on the call's clock.
 
 httpx's timeouts are per operation: an upstream that sends its response head a byte at a time
 never trips a read timeout, and no check of swerve's runs until the whole head is in. So the
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import importlib
 import math
-import time
 from collections.abc import Iterable, Iterator
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Protocol
@@ -32,9 +31,10 @@ __all__ = ["CURRENT", "held", "install"]
 
 
 class Bound(Protocol):
-    """What the streams read of an attempt: the soonest end, its limit's name."""
+    """What the streams read of an attempt: the seconds until its soonest limit ends (on the
+    call's clock), and that limit's name."""
 
-    def soonest(self) -> tuple[float, str]: ...
+    def left(self) -> tuple[float, str]: ...
 
 
 CURRENT: ContextVar[Bound | None] = ContextVar("swerve_attempt_bound", default=None)
@@ -45,10 +45,9 @@ def _clamped(timeout: float | None, error: type[Exception]) -> float | None:
     bound = CURRENT.get()
     if bound is None:
         return timeout
-    end, name = bound.soonest()
-    if end == math.inf:
+    left, name = bound.left()
+    if left == math.inf:
         return timeout
-    left = end - time.monotonic()
     if left <= 0:
         raise error(f"swerve: the {name.replace('_', ' ')} time limit ran out")
     return left if timeout is None or left < timeout else timeout

@@ -29,7 +29,7 @@ from .attempt import (
     _secrets,
     _served_by,
 )
-from .flavour import flavour_of
+from .flavour import Flavour, flavour_of
 from .io_bound import install
 from .sse import _Event, _SSEParser, _usage
 from .upstream import (
@@ -96,6 +96,8 @@ class _Core:
         self.header_names = {
             key: frozenset(k.lower() for k in up.headers) for key, up in self.upstreams.items()
         }
+        # The client's headers never sent to a route, by whether its own credentials go there.
+        self._drops: dict[tuple[str, bool], frozenset[bytes]] = {}
         self.failover = failover
         self.telemetry = failover.telemetry  # a Failover's telemetry is fixed: read it once
         self.limit = max_body_bytes
@@ -119,10 +121,18 @@ class _Core:
         if request.method != "POST":
             return None
         options = request.extensions.get("swerve") or {}
-        pinned = request.headers.get(ROUTE_HEADER) or options.get("route")
-        off = (request.headers.get(SWITCH_HEADER, "").lower() in ("off", "0", "false")) or (
-            options.get("failover") is False
-        )
+        headers = request.headers
+        # Most requests carry none of swerve's headers: one pass over the raw names says so,
+        # without decoding every header as a lookup by name would.
+        own = False
+        for name, _ in headers.raw:
+            if name[:9].lower() == _SWERVE_RAW:
+                own = True
+                break
+        pinned = (headers.get(ROUTE_HEADER) if own else None) or options.get("route")
+        off = (
+            own and headers.get(SWITCH_HEADER, "").lower() in ("off", "0", "false")
+        ) or options.get("failover") is False
         try:
             content = request.content
         except flavour_of(request).RequestNotRead:
@@ -183,8 +193,11 @@ class _Core:
         return path == base or path.startswith(base + "/")
 
     # -- one attempt --------------------------------------------------------------------------
-    def build(self, request: Any, plan: _Plan, attempt: Attempt) -> Any:
-        """The request for ``attempt``: the route's URL, credentials and model; fixed body."""
+    def build(
+        self, request: Any, plan: _Plan, attempt: Attempt, module: Flavour | None = None
+    ) -> Any:
+        """The request for ``attempt``: the route's URL, credentials and model; fixed body.
+        ``module``: the request's flavour, when the caller knows it already."""
         route = attempt.route._name
         upstream = self.upstreams[route]
         body = dict(plan.body)
@@ -200,11 +213,12 @@ class _Core:
         # only when it has no api_key of its own and is that very host, never to a fallback
         # provider elsewhere.
         own = not upstream.api_key and _origin_of(request.url) == self.targets[route][0]
-        drop = _NEVER_FORWARD if own else _NEVER_FORWARD | _CLIENT_CREDENTIALS
         names = self.header_names[route]
-        if names:
-            drop = drop | names
-        module = flavour_of(request)
+        drop = self._drops.get((route, own))
+        if drop is None:
+            drop = self._drops[(route, own)] = _dropped(own, names)
+        if module is None:
+            module = flavour_of(request)
         target = self._urls.get((module.__name__, route))
         if target is None:
             target = self._target(module, route, upstream)
@@ -212,11 +226,12 @@ class _Core:
         # The Host header first, as httpx puts it; Content-Length last (see below).
         headers: list[tuple[Any, Any]] = [] if "host" in names else [host]
         chunked = False
-        for k, v in request.headers.multi_items():
+        # As bytes, the way httpx holds them: none is decoded and encoded again.
+        for k, v in request.headers.raw:
             name = k.lower()
-            if name not in drop and not name.startswith(_SWERVE_PREFIX):
+            if name not in drop and not name.startswith(_SWERVE_RAW):
                 headers.append((k, v))
-                chunked = chunked or name == "transfer-encoding"
+                chunked = chunked or name == b"transfer-encoding"
         if upstream.api_key:
             if upstream.wire == "anthropic":
                 headers.append(("x-api-key", upstream.api_key))
@@ -442,6 +457,15 @@ def _error_response(request: Any, status: int, message: str) -> Any:
 
 
 _LENGTH_HEADERS = frozenset({"content-length", "transfer-encoding"})
+
+
+def _dropped(own: bool, names: frozenset[str]) -> frozenset[bytes]:
+    """The client's headers (lowercased, as bytes) a route never gets: those swerve sets, the
+    client's credentials unless they are for that very host, and those the upstream sets."""
+    drop = _NEVER_FORWARD if own else _NEVER_FORWARD | _CLIENT_CREDENTIALS
+    return frozenset(name.encode() for name in drop | names)
+
+
 _BODIES: dict[str, type[tuple[bytes, ...]]] = {}
 
 
