@@ -35,7 +35,9 @@ _REJECT_LOG_EVERY_S = 10.0  # one log line per this long, however many values ar
 _RESUBSCRIBE_MAX, _RESUBSCRIBE_WINDOW_S = 5, 60.0  # channel reopenings without a reconnect
 _COUNTS_EVERY_S = 0.25  # successes reach the fleet's breaker windows at this pace at most
 _SETTLE_S = 0.25  # the longest an async call waits for the writer to share its decision
-_CATCH_UP_S = 0.002  # the longest a call waits for the reader to apply what the channel holds
+# The longest a call waits for the reader to apply what the channel holds: long enough for a
+# reader thread the OS has not scheduled yet on a loaded machine, paid only while a message waits.
+_CATCH_UP_S = 0.02
 
 
 class _Resubscribe(Exception):
@@ -89,6 +91,7 @@ class RedisSync:
         self._rejected_since_log = 0
         self._resubscribed: list[float] = []  # monotonic times the channel was reopened
         self._fd = -1  # the channel's socket, while subscribed (polled, never read, by calls)
+        self._busy = False  # the reader is taking what the channel holds and applying it
         self._progress = 0  # the reader's reads so far: a call waiting in catch_up watches it
         self._heard = threading.Condition(threading.Lock())
         self._reject_logged_at = -_REJECT_LOG_EVERY_S
@@ -118,7 +121,9 @@ class RedisSync:
         calling thread holds; deciding now would send one more request to the dead route.
         Costs one non-reading poll of the socket when nothing is pending (a new poll object
         each time: one may not be polled from two threads at once); waits _CATCH_UP_S at most,
-        so a flood on the channel never holds a call up for longer."""
+        so a flood on the channel never holds a call up for longer. A message is either still
+        in the socket (the poll sees it) or being taken and applied by the reader (``_busy``,
+        set before it reads a byte): the socket first, then the flag, so none slips between."""
         fd = self._fd
         if fd < 0:
             return
@@ -128,7 +133,7 @@ class RedisSync:
             try:
                 poller = select.poll()
                 poller.register(fd, select.POLLIN)
-                if not poller.poll(0):
+                if not poller.poll(0) and not self._busy:
                     return
             except (OSError, ValueError):  # the reader closed it meanwhile: nothing to wait for
                 return
@@ -333,20 +338,23 @@ class RedisSync:
                 self._set_up(True)
                 backoff = _RECONNECT_MIN_S
                 last_ping = last_heard = time.monotonic()
+                waiter = _waiter(self._fd)
                 while not self._stop.is_set():
+                    if waiter is not None:
+                        waiter.poll(500)  # until the channel has something; nothing is read
+                    self._busy = True
                     try:
-                        message = pubsub.get_message(timeout=0.5)
+                        if self._take(pubsub, 0.0 if waiter is not None else 0.5):
+                            last_heard = time.monotonic()
                     except Exception as exc:
                         if self._may_resubscribe():
                             raise _Resubscribe from exc
                         raise
-                    if message is not None:  # a message or a pong: the server is alive
-                        last_heard = time.monotonic()
-                        if message.get("type") == "message":
-                            self._on_message(message["data"])
-                    with self._heard:  # applied: a call waiting in catch_up may decide
-                        self._progress += 1
-                        self._heard.notify_all()
+                    finally:
+                        self._busy = False
+                        with self._heard:  # applied: a call waiting in catch_up may decide
+                            self._progress += 1
+                            self._heard.notify_all()
                     if time.monotonic() - last_ping > 1.0:
                         # A ping only sends: its pong comes back as a message. A paused server
                         # shows up here, as a ping that went a whole interval unanswered.
@@ -376,6 +384,21 @@ class RedisSync:
                         pubsub.close()
                     except Exception:  # already broken: nothing left to close cleanly
                         _log.debug("swerve: closing a broken pub/sub connection failed")
+
+    def _take(self, pubsub: Any, wait: float) -> bool:
+        """Read and apply everything the channel holds, redis-py's own buffer included (a
+        message left there would not wake the poll); True if anything (a pong too) came."""
+        heard = False
+        message = pubsub.get_message(timeout=wait)
+        while True:
+            if message is not None:  # a message or a pong: the server is alive
+                heard = True
+                if message.get("type") == "message":
+                    self._on_message(message["data"])
+            connection = pubsub.connection
+            if connection is None or not connection.can_read(timeout=0):
+                return heard
+            message = pubsub.get_message(timeout=0)
 
     def _may_resubscribe(self) -> bool:
         """Whether the channel's connection may be opened again without a reconnect: the
@@ -473,6 +496,16 @@ class RedisSync:
             local.adopt_breaker(route, None, now)
         elif op == "drain" and not mine and message.at is not None:
             local.drain(route, message.at, now)
+
+
+def _waiter(fd: int) -> select.poll | None:
+    """A poll object for the reader's own waits on the channel's socket (None: no socket known,
+    redis-py waits instead)."""
+    if fd < 0:
+        return None
+    waiter = select.poll()
+    waiter.register(fd, select.POLLIN | select.POLLERR | select.POLLHUP)
+    return waiter
 
 
 def _socket_fd(pubsub: Any) -> int:
