@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +30,11 @@ from swerve import (
 )
 from swerve._telemetry import bounded as bounds
 from swerve._telemetry import names as names
+from swerve._telemetry.decisions import DECISIONS, CacheFixed, Downgraded, On
 from swerve.testing import FakeProvider, Fault, Reply
 
 from . import _wire
-from .conftest import FakeClock
+from .conftest import FakeClock, Otel
 
 DOC = Path(__file__).parent.parent / "docs" / "telemetry.md"
 
@@ -82,6 +84,38 @@ def test_doc_lists_exactly_the_names_in_the_code() -> None:
     assert _first("Metrics") == _constants("METRIC_")
     assert _first("Attributes") == ATTRIBUTE_CONSTANTS
     assert _first("Spans") == {names.SPAN_CALL, names.SPAN_ATTEMPT, names.SPAN_STORE}
+
+
+def _role(span_name: str) -> str:
+    """Which span an event was on, in the decision table's words ("outer": the current span)."""
+    if span_name == names.SPAN_STORE:
+        return On.STORE.value
+    if span_name == "outer":
+        return "outer"
+    return On.CALL.value if span_name.startswith("swerve ") else "attempt"
+
+
+def test_doc_events_are_the_decision_table() -> None:
+    """Each decision kind: one event, the span it is on, the one metric it counts in (or none)
+    and the attributes that metric is counted by, as documented."""
+    documented = {re.findall(r"`([^`]+)`", row[0])[0]: row for row in _table("Events")}
+    assert set(documented) == {emits.event for emits in DECISIONS.values()}
+    assert len(DECISIONS) == len(documented)  # one kind per event
+    metrics = {re.findall(r"`([^`]+)`", row[0])[0]: row for row in _table("Metrics")}
+    for emits in DECISIONS.values():
+        row = documented[emits.event]
+        assert row[1] == emits.on.value, emits.event
+        if emits.metric is None:
+            assert row[2] == "none", emits.event
+            assert not emits.counted_by, emits.event
+            continue
+        assert row[2] == f"`{emits.metric}`", emits.event
+        metric = metrics[emits.metric]
+        assert metric[1] == "counter", emits.metric
+        assert re.findall(r"`([^`]+)`", metric[2]) == [emits.unit], emits.metric
+        assert re.findall(r"`([^`]+)`", metric[3]) == list(emits.counted_by), emits.metric
+        listed = set(re.findall(r"`([^`*]+)`", row[3]))
+        assert set(emits.counted_by) <= listed, emits.event  # counted by the event's own
 
 
 @pytest.fixture
@@ -164,9 +198,10 @@ def emitted() -> Iterator[dict[str, Any]]:
         store._sync._on_message(b'{"op": "cool", "route": "a/m", "until": "x"}')
         store.close()
         # The empty-text cache fix is reported by the payload fixer; here, straight from the API.
+        # Given no span, they go on the current one (an attempt's, in the transport).
         with telemetry.tracer.start_as_current_span("outer"):
-            telemetry.cache_fix(P, 1, ["messages[0].content[0]"])
-            telemetry.downgrade(F, ["messages[1].reasoning_details"])
+            telemetry.emit(CacheFixed(P, 1, ["messages[0].content[0]"]))
+            telemetry.emit(Downgraded(F, ["messages[1].reasoning_details"]))
     spans = [s for s in exporter.get_finished_spans() if s.name != "outer"]
     outer = [s for s in exporter.get_finished_spans() if s.name == "outer"]
     metrics: dict[str, tuple[str, set[str]]] = {}
@@ -179,8 +214,13 @@ def emitted() -> Iterator[dict[str, Any]]:
                 for point in metric.data.data_points:
                     keys |= set(point.attributes or {})
                 metrics[metric.name] = (metric.unit, keys)
+    on: dict[str, set[str]] = {}
+    for s in spans + outer:
+        for e in s.events:
+            on.setdefault(e.name, set()).add(_role(s.name))
     yield {
         "events": {e.name: set(e.attributes or {}) for s in spans + outer for e in s.events},
+        "on": on,
         "span_attributes": {k for s in spans for k in s.attributes or {}},
         "metrics": metrics,
     }
@@ -194,8 +234,8 @@ def test_every_documented_name_is_emitted_and_nothing_else(emitted: dict[str, An
     documented_attrs = _first("Attributes")
     for row in _table("Events"):
         name = re.findall(r"`([^`]+)`", row[0])[0]
-        listed = set(re.findall(r"`([^`*]+)`", row[1]))
-        wildcard = [p.rstrip("*") for p in re.findall(r"`([^`]+\*)`", row[1])]
+        listed = set(re.findall(r"`([^`*]+)`", row[3]))
+        wildcard = [p.rstrip("*") for p in re.findall(r"`([^`]+\*)`", row[3])]
         got = events[name]
         assert got <= documented_attrs, name
         assert {a for a in got if not any(a.startswith(w) for w in wildcard)} <= listed, name
@@ -212,6 +252,12 @@ def test_every_documented_name_is_emitted_and_nothing_else(emitted: dict[str, An
         assert metrics[name][1] <= listed, name
 
 
+def test_every_decision_is_on_the_span_the_table_says(emitted: dict[str, Any]) -> None:
+    for emits in DECISIONS.values():
+        expected = "outer" if emits.on is On.ATTEMPT else emits.on.value
+        assert emitted["on"][emits.event] == {expected}, emits.event
+
+
 def test_doc_states_the_cardinality_limits_the_code_applies() -> None:
     text = " ".join(DOC.read_text().split())
     assert f"first {bounds.ROUTE_LIMIT:,} distinct routes" in text
@@ -223,4 +269,39 @@ def test_doc_names_every_value_of_where_a_cooldown_was_learned() -> None:
     (row,) = [r for r in _table("Attributes") if f"`{names.COOLDOWN_LEARNED}`" in r[0]]
     assert "`this_failover`" in row[2] and "`elsewhere`" in row[2]
     (event,) = [r for r in _table("Events") if f"`{names.EVENT_ROUTE_SKIPPED}`" in r[0]]
-    assert f"`{names.COOLDOWN_LEARNED}`" in event[1]
+    assert f"`{names.COOLDOWN_LEARNED}`" in event[3]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_healthy_call_makes_no_decision(mode: str, otel: Otel, clock: FakeClock) -> None:
+    """A call served at once decides nothing: no event, no decision counted; only its spans,
+    its attempt and its duration."""
+    fo = Failover(
+        FallbackConfig(fallbacks={"p/a": "f/b"}), MemoryHealth(), telemetry=otel.telemetry,
+        clock=clock,
+    )  # fmt: skip
+
+    def chunks(_: Any) -> Iterator[str]:
+        yield from ("one", "two")
+
+    async def achunks(_: Any) -> AsyncIterator[str]:
+        for chunk in ("one", "two"):
+            yield chunk
+
+    async def served(_: Any) -> str:
+        return "ok"
+
+    async def drive() -> None:
+        await fo.acall("p/a", served)
+        assert [c async for c in fo.astream("p/a", achunks, StreamSpec())] == ["one", "two"]
+
+    if mode == "sync":
+        fo.call("p/a", lambda _: "ok")
+        assert list(fo.stream("p/a", chunks, StreamSpec())) == ["one", "two"]
+    else:
+        asyncio.run(drive())
+    assert len(otel.call_spans()) == 2
+    assert [e for s in otel.finished() for e in s.events] == []
+    decided = {emits.metric for emits in DECISIONS.values()}
+    assert decided & set(otel.metrics()) == set()
+    assert [v for _, v in otel.metrics()[names.METRIC_ATTEMPTS]] == [2]

@@ -28,6 +28,17 @@ from .._health.store import (
     HealthStore,
     Outcome,
 )
+from .._telemetry.decisions import (
+    BreakerChanged,
+    CooledDown,
+    OperatorNoticed,
+    PartialDiscarded,
+    Probed,
+    Retried,
+    RouteSkipped,
+    SwapDeclined,
+    Swapped,
+)
 from .._telemetry.telemetry import (
     ATTEMPT_PROBE,
     CALL_ATTEMPTS,
@@ -172,7 +183,7 @@ class _Call:
                 unavailable,
             )
         for route, what in self.health.take_notices():
-            self.telemetry.operator(self.span, route, what)
+            self.telemetry.emit(OperatorNoticed(route, what), self.span)
         for route in skipped:
             self._skip(route)
         # Most calls start where they were asked to: that route is parsed already.
@@ -181,13 +192,16 @@ class _Call:
     def _skip(self, route: str) -> None:
         learned = self.wiring.own.learned(route, self.wall())
         self.skipped.append(SkippedRoute(self.wiring.route(route), learned))
-        self.telemetry.route_skipped(self.span, route, learned)
+        self.telemetry.emit(RouteSkipped(route, learned), self.span)
 
     def _breaker(self, transition: BreakerTransition) -> None:
         if transition.open_until is not None:  # it opened: calls walk past it till then
             self.wiring.own.remember(transition.route, transition.open_until)
             self.known.add(transition.route)
-        self.telemetry.breaker(self.span, transition)
+        self.telemetry.emit(
+            BreakerChanged(transition.route, transition.before.value, transition.after.value),
+            self.span,
+        )
 
     # -- attempts -----------------------------------------------------------------------------
     def begin(self) -> Attempt:
@@ -310,7 +324,7 @@ class _Call:
         # (any call may deliver it: a pinned one, or one with nowhere else to go).
         if self.health.recovered(route._name, self.wall()):
             self.wiring.own.forget(route._name)
-            self.telemetry.probe(self.span, route._name, "success")
+            self.telemetry.emit(Probed(route._name, "success"), self.span)
         if self.probing == route._name:
             self.probing = None
         return ended
@@ -354,7 +368,7 @@ class _Call:
     def _release_probe(self) -> None:
         if self.probing is not None:
             self.health.release_probe(self.probing)
-            self.telemetry.probe(self.span, self.probing, "inconclusive")
+            self.telemetry.emit(Probed(self.probing, "inconclusive"), self.span)
             self.probing = None
 
     def _cool_down(self, failure: Failure) -> None:
@@ -369,9 +383,9 @@ class _Call:
         self.known.add(route)
         # Calls walk past the route while it cools and while it recovers after.
         self.wiring.own.remember(route, cooldown.until + longest)
-        self.telemetry.cooldown(self.span, route, cooldown.seconds, cooldown.until)
+        self.telemetry.emit(CooledDown(route, cooldown.seconds, cooldown.until), self.span)
         if self.probing == route:
-            self.telemetry.probe(self.span, route, "failure")
+            self.telemetry.emit(Probed(route, "failure"), self.span)
             self.probing = None
 
     def failed(
@@ -398,7 +412,7 @@ class _Call:
         self._end_attempt(outcome, failure)
         source = self.current._name
         if discarded:
-            self.telemetry.partial_discarded(self.span, source, discarded)
+            self.telemetry.emit(PartialDiscarded(source, discarded), self.span)
         if aborted:
             # Cancellation is the caller's decision, never a reason to move.
             self._release_probe()
@@ -448,7 +462,9 @@ class _Call:
             self.wiring.own.retried(source, self)
         if isinstance(decision, Retry):
             self.retries += 1
-            self.telemetry.retry(self.span, source, self.attempt.number, decision.delay, failure)
+            self.telemetry.emit(
+                Retried(source, self.attempt.number, decision.delay, failure), self.span
+            )
             return decision
         if blame:
             self._cool_down(failure)
@@ -465,10 +481,10 @@ class _Call:
             self.retries = 0
             # A retry the route's health refused says so ("degraded"), not the failure's kind.
             why = "degraded" if decision.degraded else failure.kind.value
-            self.telemetry.swap(self.span, source, decision.route, why, self.swaps)
+            self.telemetry.emit(Swapped(source, decision.route, why, self.swaps), self.span)
             self.current = self.wiring.route(decision.route)
         else:
-            self.telemetry.swap_declined(self.span, source, decision.reason.value)
+            self.telemetry.emit(SwapDeclined(source, decision.reason.value), self.span)
         return decision
 
     def failed_mid_stream(self, exc: BaseException, partial: tuple[object, ...]) -> MidStreamError:
@@ -481,7 +497,7 @@ class _Call:
             self._cool_down(failure)
         else:
             self._release_probe()
-        self.telemetry.swap_declined(self.span, self.current._name, "mid_stream")
+        self.telemetry.emit(SwapDeclined(self.current._name, "mid_stream"), self.span)
         error = MidStreamError(self.current, self.requested, failure, partial)
         error.__cause__ = exc
         return error

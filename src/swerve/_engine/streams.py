@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
 from .._failures import IncompleteStreamError
+from .._telemetry.decisions import StreamRestarted
 from .call import ABORTS, _Call
 from .clock import SYSTEM_CLOCK, Clock
 from .policy import GiveUp, Retry
@@ -261,7 +262,7 @@ class _StreamBase(Generic[C]):
             raise exc
         if state.committed:  # restart mode: the consumer has to drop what it got
             self._reset = StreamReset(failed_route, run.current)
-            run.telemetry.stream_reset(run.span, str(failed_route), str(run.current))
+            run.telemetry.emit(StreamRestarted(str(failed_route), str(run.current)), run.span)
         return decision.delay if isinstance(decision, Retry) else 0.0
 
     def _succeeded(self, run: _Call) -> None:

@@ -2,15 +2,18 @@
 
 Every name it emits lives in :mod:`swerve._telemetry.names` (and is importable from here too,
 where the engine, the dashboards and the tests read them); the metric attribute caps live in
-:mod:`swerve._telemetry.bounded`. Prompt and completion text are never recorded, nor are
-credentials: failure messages pass through redaction before they reach a span.
+:mod:`swerve._telemetry.bounded`. A call's lifecycle (its span, its attempts' spans, their
+durations) has a method each; every decision between them reaches :meth:`Telemetry.emit` as
+one record of :mod:`swerve._telemetry.decisions`, whose table says what it becomes. Prompt and
+completion text are never recorded, nor are credentials: failure messages pass through
+redaction before they reach a span.
 """
 
 from __future__ import annotations
 
 import logging
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from opentelemetry import metrics, trace
@@ -26,11 +29,12 @@ from .._version import __version__
 from . import names as n
 from .bounded import ERROR_TYPE_LIMIT, OVERFLOW, ROUTE_LIMIT, AttributeBounds, Attributes
 from .counts import Counts
+from .decisions import DECISIONS, CacheFixed, Decision, Downgraded, On, StoreChanged, Swapped
 from .names import *  # noqa: F403
 from .redact import printable
 
 if TYPE_CHECKING:
-    from .._health.store import BreakerTransition, HealthStore
+    from .._health.store import HealthStore
 
 __all__ = ["ERROR_TYPE_LIMIT", "OVERFLOW", "ROUTE_LIMIT", "Telemetry"]
 __all__ += ["default_telemetry"]
@@ -79,36 +83,12 @@ class Telemetry:
             )
 
         self.attempts = counter(n.METRIC_ATTEMPTS, "{attempt}", "Attempts, by route and outcome")
-        self.retries = counter(n.METRIC_RETRIES, "{retry}", "Same-route retries")
-        self.swaps = counter(n.METRIC_SWAPS, "{swap}", "Swaps from one route to another")
-        self.swaps_declined = counter(
-            n.METRIC_SWAPS_DECLINED, "{decision}", "Failures surfaced instead of swapped"
-        )
-        self.cooldowns = counter(n.METRIC_COOLDOWNS, "{cooldown}", "Cooldowns started or extended")
-        self.route_skips = counter(
-            n.METRIC_ROUTE_SKIPS, "{skip}", "Degraded routes a call walked past"
-        )
-        self.breaker_transitions = counter(
-            n.METRIC_BREAKER_TRANSITIONS, "{transition}", "Circuit breaker state changes"
-        )
-        self.probes = counter(
-            n.METRIC_PROBES, "{probe}", "Recovery probes of routes whose cooldown ended, by outcome"
-        )
-        self.partial_discards = counter(
-            n.METRIC_PARTIAL_DISCARDS,
-            "{discard}",
-            "Failed attempts whose partial output was dropped",
-        )
-        self.cache_fixes = counter(
-            n.METRIC_CACHE_FIXES,
-            "{fix}",
-            "Request bodies whose empty-text cache markers were moved",
-        )
-        self.downgrades = counter(
-            n.METRIC_DOWNGRADES,
-            "{downgrade}",
-            "Request bodies adapted for another provider on a swap",
-        )
+        # One counter per decision kind that has one, as the decision table says.
+        self._decisions: dict[type[Decision], Counts] = {
+            kind: counter(emits.metric, emits.unit, emits.description)
+            for kind, emits in DECISIONS.items()
+            if emits.metric is not None
+        }
         self.failover_tokens = counter(
             n.METRIC_FAILOVER_TOKENS, "{token}", "Tokens the failed attempts used, by type"
         )
@@ -171,25 +151,6 @@ class Telemetry:
             for store in list(self._health)
             if isinstance(sharing := getattr(store, "sharing", None), bool)
         ]
-
-    def store(self, description: str, up: bool, reason: str) -> None:
-        """A shared health store started or stopped sharing (a span of its own with one event:
-        it happens outside any call)."""
-        attrs: dict[str, AttributeValue] = {n.STORE: description, n.STORE_UP: up}
-        if reason:
-            attrs[n.STORE_REASON] = reason
-        span = self.tracer.start_span(n.SPAN_STORE, kind=SpanKind.INTERNAL, attributes=attrs)
-        span.add_event(n.EVENT_STORE, attrs)
-        span.end()
-        if up:
-            _log.info("sharing route health through %s", _loggable(description))
-        else:
-            _log.warning(
-                "route health is not shared (%s unreachable: %s); each process "
-                "decides alone until it returns",
-                _loggable(description),
-                _loggable(reason or "not connected"),
-            )
 
     def _observe_breaker(self, _: CallbackOptions) -> Iterable[Observation]:
         return [
@@ -333,106 +294,76 @@ class Telemetry:
                     )
 
     # -- decisions ------------------------------------------------------------------------------
-    def retry(self, span: Span, route: str, attempt: int, delay: float, failure: Failure) -> None:
-        attrs: dict[str, AttributeValue] = {
-            n.ROUTE: route,
-            n.ATTEMPT_NUMBER: attempt,
-            n.RETRY_DELAY: delay,
-            n.ERROR_TYPE: failure.error_type,
-            n.FAILURE_KIND: failure.kind.value,
-        }
-        if failure.status is not None:
-            attrs[n.HTTP_RESPONSE_STATUS_CODE] = failure.status
-        span.add_event(n.EVENT_RETRY, attrs)
-        self.retries.add(1, {n.ROUTE: route, n.ERROR_TYPE: failure.error_type})
+    def emit(self, record: Decision, span: Span | None = None) -> None:
+        """Report one decision: its event, on ``span`` or where the decision table says (see
+        :class:`~swerve._telemetry.decisions.On`), and its counter, if its kind has one."""
+        emits = DECISIONS[type(record)]
+        attrs = record.attributes()
+        if span is None:
+            if emits.on is On.ATTEMPT:
+                span = trace.get_current_span()
+            elif emits.on is On.STORE:
+                own = self.tracer.start_span(n.SPAN_STORE, kind=SpanKind.INTERNAL, attributes=attrs)
+                own.add_event(emits.event, attrs)
+                own.end()
+        if span is not None:
+            span.add_event(emits.event, attrs)
+        counts = self._decisions.get(type(record))
+        if counts is not None:
+            counts.add(1, {key: attrs[key] for key in emits.counted_by})
+        # Two decisions are log lines too: an operator looks for them in the log.
+        if isinstance(record, Swapped):
+            _log_swap(record, span or trace.INVALID_SPAN)
+        elif isinstance(record, StoreChanged):
+            _log_store(record)
 
+    # Shorthands kept for callers outside the engine (the wire rules, the Redis store, a test of
+    # the swap log line); each is emit() with one record.
     def swap(self, span: Span, source: str, target: str, reason: str, index: int) -> None:
-        span.add_event(
-            n.EVENT_SWAP,
-            {n.ROUTE_FROM: source, n.ROUTE_TO: target, n.REASON: reason, n.SWAP_INDEX: index},
-        )
-        self.swaps.add(1, {n.ROUTE_FROM: source, n.ROUTE_TO: target, n.REASON: reason})
-        # The log line the seed's operators grep for. It carries the call span's ids under the
-        # names opentelemetry-instrumentation-logging uses, so log and trace join up.
-        context = span.get_span_context()
-        _log.warning(
-            "[model-fallback] switched model from %s to %s (%s)",
-            _loggable(source),
-            _loggable(target),
-            _loggable(reason),
-            extra={
-                "swerve_route_from": source,
-                "swerve_route_to": target,
-                "swerve_reason": reason,
-                "otelTraceID": trace.format_trace_id(context.trace_id),
-                "otelSpanID": trace.format_span_id(context.span_id),
-            },
-        )
+        self.emit(Swapped(source, target, reason, index), span)
 
-    def swap_declined(self, span: Span, route: str, reason: str) -> None:
-        span.add_event(n.EVENT_SWAP_DECLINED, {n.ROUTE: route, n.REASON: reason})
-        self.swaps_declined.add(1, {n.ROUTE: route, n.REASON: reason})
-
-    def cooldown(self, span: Span | None, route: str, seconds: float, until: float) -> None:
-        if span is not None:
-            span.add_event(
-                n.EVENT_COOLDOWN,
-                {n.ROUTE: route, n.COOLDOWN_SECONDS: seconds, n.COOLDOWN_UNTIL: until},
-            )
-        self.cooldowns.add(1, {n.ROUTE: route})
-
-    def probe(self, span: Span, route: str, outcome: str) -> None:
-        """A recovery probe's verdict: ``success`` (the route is healthy again), ``failure``
-        (cooled down again, for longer) or ``inconclusive`` (given back unjudged)."""
-        span.add_event(n.EVENT_PROBE, {n.ROUTE: route, n.PROBE_OUTCOME: outcome})
-        self.probes.add(1, {n.ROUTE: route, n.PROBE_OUTCOME: outcome})
-
-    def operator(self, span: Span, route: str, action: str) -> None:
-        """An operator ``cleared`` or ``drained`` the route (``swerve routes``)."""
-        span.add_event(n.EVENT_OPERATOR, {n.ROUTE: route, n.OPERATOR_ACTION: action})
-
-    def route_skipped(self, span: Span, route: str, learned: str) -> None:
-        """A call walked past ``route``, degraded by a cooldown or breaker ``learned`` by its own
-        Failover (``this_failover``) or by another sharing its store (``elsewhere``)."""
-        attrs = {n.ROUTE: route, n.REASON: "degraded", n.COOLDOWN_LEARNED: learned}
-        span.add_event(n.EVENT_ROUTE_SKIPPED, attrs)
-        self.route_skips.add(1, {n.ROUTE: route})
-
-    def breaker(self, span: Span | None, transition: BreakerTransition) -> None:
-        attrs = {
-            n.ROUTE: transition.route,
-            n.BREAKER_FROM: transition.before.value,
-            n.BREAKER_TO: transition.after.value,
-        }
-        if span is not None:
-            span.add_event(n.EVENT_BREAKER, attrs)
-        self.breaker_transitions.add(1, attrs)
-
-    def partial_discarded(self, span: Span, route: str, counts: Mapping[str, int]) -> None:
-        attrs: dict[str, AttributeValue] = {n.ROUTE: route}
-        for part, count in counts.items():
-            attrs[n.DISCARDED_BY_PART.get(part, n.DISCARDED_OTHER)] = count
-        span.add_event(n.EVENT_PARTIAL_DISCARDED, attrs)
-        self.partial_discards.add(1, {n.ROUTE: route})
-
-    def stream_reset(self, span: Span, route: str, target: str) -> None:
-        span.add_event(n.EVENT_STREAM_RESET, {n.ROUTE_FROM: route, n.ROUTE_TO: target})
+    def store(self, description: str, up: bool, reason: str) -> None:
+        """A shared health store started or stopped sharing."""
+        self.emit(StoreChanged(description, up, reason))
 
     def cache_fix(self, route: str, blocks: int, moved_to: Sequence[str]) -> None:
         """Empty-text ``cache_control`` markers moved (or dropped) in an outgoing body."""
-        span = trace.get_current_span()
-        span.add_event(
-            n.EVENT_CACHE_FIX,
-            {n.ROUTE: route, n.CACHE_FIX_BLOCKS: blocks, n.CACHE_FIX_MOVED_TO: moved_to},
-        )
-        self.cache_fixes.add(1, {n.ROUTE: route})
+        self.emit(CacheFixed(route, blocks, moved_to))
 
     def downgrade(self, route: str, removed: Sequence[str]) -> None:
         """Fields another provider's target does not accept were removed from a swapped body."""
-        trace.get_current_span().add_event(
-            n.EVENT_DOWNGRADE, {n.ROUTE: route, n.DOWNGRADE_REMOVED: removed}
+        self.emit(Downgraded(route, removed))
+
+
+def _log_swap(record: Swapped, span: Span) -> None:
+    # The log line the seed's operators grep for. It carries the call span's ids under the
+    # names opentelemetry-instrumentation-logging uses, so log and trace join up.
+    context = span.get_span_context()
+    _log.warning(
+        "[model-fallback] switched model from %s to %s (%s)",
+        _loggable(record.source),
+        _loggable(record.target),
+        _loggable(record.reason),
+        extra={
+            "swerve_route_from": record.source,
+            "swerve_route_to": record.target,
+            "swerve_reason": record.reason,
+            "otelTraceID": trace.format_trace_id(context.trace_id),
+            "otelSpanID": trace.format_span_id(context.span_id),
+        },
+    )
+
+
+def _log_store(record: StoreChanged) -> None:
+    if record.up:
+        _log.info("sharing route health through %s", _loggable(record.description))
+    else:
+        _log.warning(
+            "route health is not shared (%s unreachable: %s); each process "
+            "decides alone until it returns",
+            _loggable(record.description),
+            _loggable(record.reason or "not connected"),
         )
-        self.downgrades.add(1, {n.ROUTE: route})
 
 
 _default: Telemetry | None = None
