@@ -27,6 +27,7 @@ from swerve import (
 )
 from swerve._failures import AttemptTimeout, CircuitOpenError, FailureKind
 from swerve._health.store import CooldownRule
+from swerve._telemetry.decisions import Swapped
 from swerve.testing import FakeProvider, Fault, Reply
 
 from . import _wire
@@ -607,7 +608,7 @@ def test_no_route_name_forges_or_colours_a_log_line(
 ) -> None:
     span = otel.telemetry.tracer.start_span("call")
     with caplog.at_level(logging.WARNING, logger="swerve"):
-        otel.telemetry.swap(span, hostile, "b/c", "unavailable\n", 1)
+        otel.telemetry.emit(Swapped(hostile, "b/c", "unavailable\n", 1), span)
     span.end()
     (record,) = caplog.records
     line = record.getMessage()

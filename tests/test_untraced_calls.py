@@ -30,6 +30,7 @@ from swerve import (
 )
 from swerve._engine.config import EnvConfig
 from swerve._failures import InStreamError
+from swerve._telemetry.decisions import StoreChanged
 from swerve._telemetry.telemetry import METRIC_ATTEMPTS, METRIC_CALL_DURATION
 from swerve.testing import FakeProvider, Fault, Reply
 
@@ -247,8 +248,8 @@ def test_log_lines_do_not_repeat_the_logger_name(
     with caplog.at_level(logging.DEBUG, logger="swerve"):
         monkeypatch.setenv("SWERVE_TEST_CONFIG", '{"max_retries": "x"}')
         env.current()  # a bad new value: logged, the last good config kept
-        otel.telemetry.store("redis://127.0.0.1:1", True, "")
-        otel.telemetry.store("redis://127.0.0.1:1", False, "refused")
+        otel.telemetry.emit(StoreChanged("redis://127.0.0.1:1", True, ""))
+        otel.telemetry.emit(StoreChanged("redis://127.0.0.1:1", False, "refused"))
         for fo in (
             Failover(CONFIG, health=MemoryHealth(), clock=clock, classifiers=[broken_classifier]),
             Failover(

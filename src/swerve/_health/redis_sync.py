@@ -19,6 +19,7 @@ from typing import Any
 from .._engine.clock import Clock
 from .._engine.config import BreakerConfig
 from .._telemetry import names as n
+from .._telemetry.decisions import StoreChanged
 from .._telemetry.redact import printable
 from .._telemetry.telemetry import Telemetry
 from .breaker import Outcome
@@ -242,7 +243,7 @@ class RedisSync:
             return
         self._up = up
         self.settled.set()
-        self._telemetry.store(self._description, up, reason)
+        self._telemetry.emit(StoreChanged(self._description, up, reason))
 
     # -- the writer thread ----------------------------------------------------------------------
     def _write(self) -> None:

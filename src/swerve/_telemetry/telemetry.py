@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from opentelemetry import metrics, trace
@@ -29,7 +29,7 @@ from .._version import __version__
 from . import names as n
 from .bounded import ERROR_TYPE_LIMIT, OVERFLOW, ROUTE_LIMIT, AttributeBounds, Attributes
 from .counts import Counts
-from .decisions import DECISIONS, CacheFixed, Decision, Downgraded, On, StoreChanged, Swapped
+from .decisions import DECISIONS, Decision, On, StoreChanged, Swapped
 from .names import *  # noqa: F403
 from .redact import printable
 
@@ -319,20 +319,6 @@ class Telemetry:
 
     # Shorthands kept for callers outside the engine (the wire rules, the Redis store, a test of
     # the swap log line); each is emit() with one record.
-    def swap(self, span: Span, source: str, target: str, reason: str, index: int) -> None:
-        self.emit(Swapped(source, target, reason, index), span)
-
-    def store(self, description: str, up: bool, reason: str) -> None:
-        """A shared health store started or stopped sharing."""
-        self.emit(StoreChanged(description, up, reason))
-
-    def cache_fix(self, route: str, blocks: int, moved_to: Sequence[str]) -> None:
-        """Empty-text ``cache_control`` markers moved (or dropped) in an outgoing body."""
-        self.emit(CacheFixed(route, blocks, moved_to))
-
-    def downgrade(self, route: str, removed: Sequence[str]) -> None:
-        """Fields another provider's target does not accept were removed from a swapped body."""
-        self.emit(Downgraded(route, removed))
 
 
 def _log_swap(record: Swapped, span: Span) -> None:

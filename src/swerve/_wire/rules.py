@@ -16,6 +16,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 
+from .._telemetry.decisions import CacheFixed, Downgraded
+
 if TYPE_CHECKING:
     from .._telemetry.telemetry import Telemetry
 
@@ -197,8 +199,8 @@ def prepare_for_route(
     if moved:
         body, downgrade = rules.adapt(body)
         if downgrade is not None:
-            telemetry.downgrade(route, downgrade.removed)
+            telemetry.emit(Downgraded(route, downgrade.removed))
     body, fix = rules.fix(body)
     if fix is not None:
-        telemetry.cache_fix(route, fix.blocks, fix.moved_to)
+        telemetry.emit(CacheFixed(route, fix.blocks, fix.moved_to))
     return body
