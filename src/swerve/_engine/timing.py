@@ -104,20 +104,8 @@ class CallTime:
 
     def next_limit(self, committed: bool) -> tuple[str | None, float | None]:
         """The limit that ends soonest for the next wait, and the seconds left until it (the
-        first of equal ones, in :meth:`_limits`' order). :meth:`soonest`, written out: every
-        async wait asks."""
-        c = self._config
-        name, end = "deadline", self.deadline
-        if c.attempt_timeout_s is not None and self.attempt_t0 + c.attempt_timeout_s < end:
-            name, end = "attempt", self.attempt_t0 + c.attempt_timeout_s
-        if (
-            not committed
-            and c.first_token_timeout_s is not None
-            and self.attempt_t0 + c.first_token_timeout_s < end
-        ):
-            name, end = "first_token", self.attempt_t0 + c.first_token_timeout_s
-        if c.stall_timeout_s is not None and self.last_chunk + c.stall_timeout_s < end:
-            name, end = "stall", self.last_chunk + c.stall_timeout_s
+        first of equal ones, in :meth:`_limits`' order)."""
+        name, end = self.soonest(committed)
         return name, end - self.now()
 
     def soonest(self, committed: bool) -> tuple[str, float]:
