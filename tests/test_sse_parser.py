@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from swerve._transport.sse import _SSEParser
+from swerve._transport.reading import SSEParser as _SSEParser
 from swerve.httpx import ResponseTooLarge
 
 CHUNK = {"choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": None}]}

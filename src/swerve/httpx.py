@@ -31,10 +31,10 @@ from ._engine.config import FallbackConfig
 from ._engine.failover import Failover
 from ._engine.results import Attempt
 from ._health.store import HealthStore
-from ._transport.attempt import _SPEC, _Chunk
-from ._transport.exchange import _Exchange, _Receiving
+from ._transport.flavour import Request, Response
 from ._transport.io_bound import CURRENT
-from ._transport.routing import _Core
+from ._transport.reading import SPEC, Chunk, Receiving, given_up, respond, scrubbed, scrubbing
+from ._transport.routing import Exchange, Routing
 from ._transport.upstream import (
     ATTEMPTS_HEADER,
     REQUESTED_HEADER,
@@ -60,7 +60,7 @@ __all__ = [
 ]
 
 
-def _bounded_by_client(request: Any) -> bool:
+def _bounded_by_client(request: Request) -> bool:
     """Whether every phase of ``request`` has a finite httpx timeout, so that a send left to
     run on its own ends by itself."""
     timeout = request.extensions.get("timeout")
@@ -70,10 +70,12 @@ def _bounded_by_client(request: Any) -> bool:
 
 
 class _Transport:
-    """What both transports hold: the routing core, and the inner transports they made.
+    """What both transports hold: their routes, and the inner transports they made.
 
-    The two differ only in I/O (blocking calls or awaited ones); every decision is made by
-    :class:`~swerve._transport.exchange._Exchange` (one request) and its attempts, once for both.
+    The two differ only in I/O (blocking calls or awaited ones); every decision is made once
+    for both, without I/O: where a request goes and what each attempt sends in
+    :mod:`swerve._transport.routing`, what becomes of an attempt's response (and what the
+    client gets) in :mod:`swerve._transport.reading`.
     """
 
     def __init__(
@@ -86,13 +88,13 @@ class _Transport:
         max_body_bytes: int = 32 * 1024 * 1024,
     ) -> None:
         failover = failover if failover is not None else Failover(config, health)
-        self._core = _Core(upstreams, failover, max_body_bytes, config)
+        self._routing = Routing(upstreams, failover, max_body_bytes, config)
         self._inner: dict[Any, Any] = {}
         self._left: set[asyncio.Future[Any]] = set()  # async: sends left to end by themselves
 
     @property
     def failover(self) -> Failover:
-        return self._core.failover
+        return self._routing.failover
 
 
 class FailoverTransport(_Transport, httpx.BaseTransport):
@@ -103,30 +105,30 @@ class FailoverTransport(_Transport, httpx.BaseTransport):
     Swaps that would cross wires are refused here, when the transport is built.
     """
 
-    def handle_request(self, request: Any) -> Any:
-        ex = _Exchange(self._core, request, self._inner, sync=True)
+    def handle_request(self, request: Request) -> Any:
+        ex = Exchange(self._routing, request, self._inner, sync=True)
         plan = ex.plan
         if plan is None:
             if ex.answer is not None:
                 return ex.answer  # an error response naming what was wrong
             inner, request = ex.passed_through()
             return inner.handle_request(request)
-        fo = self._core.failover
+        fo = self._routing.failover
         try:
             if plan.off:
                 return self._once(ex, ex.direct())
             if not plan.stream:
                 return fo.call(plan.route, partial(self._once, ex), pin=plan.pin).value
-            stream = fo.stream(plan.route, lambda a: self._chunks(ex, a), _SPEC, pin=plan.pin)
+            stream = fo.stream(plan.route, lambda a: self._chunks(ex, a), SPEC, pin=plan.pin)
             head = next(stream)
         except Exception as exc:
-            return ex.given_up(exc)
-        return ex.respond(head, stream)
+            return given_up(ex, exc)
+        return respond(ex, head, stream)
 
-    def _once(self, ex: _Exchange, attempt: Attempt) -> Any:
+    def _once(self, ex: Exchange, attempt: Attempt) -> Response:
         # Written out (no context manager, no helper per step): every unary attempt runs it.
         try:
-            rx = _Receiving(ex, attempt, stream=False)
+            rx = Receiving(ex, attempt, stream=False)
             token = CURRENT.set(rx.bound)  # every socket operation keeps to the attempt's time
             try:
                 response = rx.inner.handle_request(rx.request)
@@ -137,7 +139,7 @@ class FailoverTransport(_Transport, httpx.BaseTransport):
                         response.close()
                         raise
                 content = self._read(rx, response)
-                return ex.core.complete(rx.route, response, content, rx.whole, rx.attempt)
+                return rx.complete(response, content)
             except Exception as exc:
                 if (limit := rx.ran_out(exc)) is None:
                     raise
@@ -146,12 +148,12 @@ class FailoverTransport(_Transport, httpx.BaseTransport):
                 CURRENT.reset(token)
         except Exception as exc:
             # Every configured secret out before the engine, the spans or the client see it.
-            ex.core.scrubbed(exc)
+            scrubbed(exc, ex.routing.secrets)
             raise
 
-    def _chunks(self, ex: _Exchange, attempt: Attempt) -> Iterator[_Chunk]:
-        with ex.scrubbing():
-            rx = _Receiving(ex, attempt, stream=True)
+    def _chunks(self, ex: Exchange, attempt: Attempt) -> Iterator[Chunk]:
+        with scrubbing(ex.routing.secrets):
+            rx = Receiving(ex, attempt, stream=True)
             try:
                 # Set only while swerve itself runs: never across a yield (the consumer's).
                 token = CURRENT.set(rx.bound)
@@ -180,8 +182,8 @@ class FailoverTransport(_Transport, httpx.BaseTransport):
                     raise
                 raise limit from exc
 
-    def _send(self, rx: _Receiving) -> Any:
-        response = rx.inner.handle_request(rx.request)
+    def _send(self, rx: Receiving) -> Response:
+        response: Response = rx.inner.handle_request(rx.request)
         try:
             rx.arrived()
         except BaseException:
@@ -189,7 +191,7 @@ class FailoverTransport(_Transport, httpx.BaseTransport):
             raise
         return response
 
-    def _read(self, rx: _Receiving, response: Any) -> bytes:
+    def _read(self, rx: Receiving, response: Response) -> bytes:
         try:
             if rx.at_once(response):
                 return bytes(response.read())  # cached on the response, handed on with it
@@ -200,8 +202,8 @@ class FailoverTransport(_Transport, httpx.BaseTransport):
             response.close()
 
     def close(self) -> None:
-        self._core.release()
-        for transport in self._core.transports(self._inner):
+        self._routing.release()
+        for transport in self._routing.transports(self._inner):
             transport.close()
 
 
@@ -218,46 +220,46 @@ class AsyncFailoverTransport(_Transport, httpx.AsyncBaseTransport):
     a send runs on by itself to its own timeout, and its response is closed.
     """
 
-    async def handle_async_request(self, request: Any) -> Any:
-        ex = _Exchange(self._core, request, self._inner, sync=False)
+    async def handle_async_request(self, request: Request) -> Any:
+        ex = Exchange(self._routing, request, self._inner, sync=False)
         plan = ex.plan
         if plan is None:
             if ex.answer is not None:
                 return ex.answer  # an error response naming what was wrong
             inner, request = ex.passed_through()
             return await inner.handle_async_request(request)
-        fo = self._core.failover
+        fo = self._routing.failover
         try:
             if plan.off:
                 return await self._once(ex, ex.direct())
             if not plan.stream:
                 return (await fo.acall(plan.route, partial(self._once, ex), pin=plan.pin)).value
-            stream = fo.astream(plan.route, lambda a: self._chunks(ex, a), _SPEC, pin=plan.pin)
+            stream = fo.astream(plan.route, lambda a: self._chunks(ex, a), SPEC, pin=plan.pin)
             head = await anext(stream)
         except Exception as exc:
-            return ex.given_up(exc)
-        return ex.respond(head, stream)
+            return given_up(ex, exc)
+        return respond(ex, head, stream)
 
-    async def _once(self, ex: _Exchange, attempt: Attempt) -> Any:
+    async def _once(self, ex: Exchange, attempt: Attempt) -> Response:
         # Written out as the sync one is: every unary attempt runs it.
         try:
-            rx = _Receiving(ex, attempt, stream=False)
+            rx = Receiving(ex, attempt, stream=False)
             try:
                 response = await self._send(rx)
                 content = await self._read(rx, response)
-                return ex.core.complete(rx.route, response, content, rx.whole, rx.attempt)
+                return rx.complete(response, content)
             except Exception as exc:
                 if (limit := rx.ran_out(exc)) is None:
                     raise
                 raise limit from exc
         except Exception as exc:
             # Every configured secret out before the engine, the spans or the client see it.
-            ex.core.scrubbed(exc)
+            scrubbed(exc, ex.routing.secrets)
             raise
 
-    async def _chunks(self, ex: _Exchange, attempt: Attempt) -> AsyncIterator[_Chunk]:
-        with ex.scrubbing():
-            rx = _Receiving(ex, attempt, stream=True)
+    async def _chunks(self, ex: Exchange, attempt: Attempt) -> AsyncIterator[Chunk]:
+        with scrubbing(ex.routing.secrets):
+            rx = Receiving(ex, attempt, stream=True)
             try:
                 response = await self._send(rx)
                 try:
@@ -277,7 +279,7 @@ class AsyncFailoverTransport(_Transport, httpx.AsyncBaseTransport):
                     raise
                 raise limit from exc
 
-    async def _send(self, rx: _Receiving) -> Any:
+    async def _send(self, rx: Receiving) -> Response:
         # The send's socket operations keep to the attempt's time: a send left to end by
         # itself (the task copies this context) ends at the limit, never holding a connection.
         token = CURRENT.set(rx.bound)
@@ -292,7 +294,7 @@ class AsyncFailoverTransport(_Transport, httpx.AsyncBaseTransport):
             raise
         return response
 
-    async def _read(self, rx: _Receiving, response: Any) -> bytes:
+    async def _read(self, rx: Receiving, response: Response) -> bytes:
         try:
             if rx.at_once(response):
                 return bytes(await response.aread())  # cached on the response, handed on with it
@@ -302,14 +304,17 @@ class AsyncFailoverTransport(_Transport, httpx.AsyncBaseTransport):
         finally:
             await response.aclose()
 
-    async def _unbroken(self, inner: Any, request: Any) -> Any:
+    async def _unbroken(self, inner: Any, request: Request) -> Response:
         """``inner.handle_async_request(request)``, never cancelled mid-way when it is bounded
         by its own timeouts (see the class docstring)."""
+        response: Response
         if not _bounded_by_client(request):
-            return await inner.handle_async_request(request)  # nothing would end it: cancel
+            response = await inner.handle_async_request(request)  # nothing would end it: cancel
+            return response
         task = asyncio.ensure_future(inner.handle_async_request(request))
         try:
-            return await asyncio.shield(task)
+            response = await asyncio.shield(task)
+            return response
         except asyncio.CancelledError:
             self._leave(task)
             raise
@@ -335,11 +340,11 @@ class AsyncFailoverTransport(_Transport, httpx.AsyncBaseTransport):
         task.add_done_callback(ended)
 
     async def aclose(self) -> None:
-        self._core.release()
+        self._routing.release()
         left = list(self._left)
         for task in left:
             task.cancel()  # the pools close next: nothing can be orphaned in them any more
         if left:
             await asyncio.gather(*left, return_exceptions=True)
-        for transport in self._core.transports(self._inner):
+        for transport in self._routing.transports(self._inner):
             await transport.aclose()

@@ -36,7 +36,8 @@ from swerve._failures import (
     parse_retry_after,
     status_kind,
 )
-from swerve._transport.sse import _Event, _SSEParser
+from swerve._transport.reading import Event as _Event
+from swerve._transport.reading import SSEParser as _SSEParser
 from swerve.httpx import ResponseTooLarge
 
 from ._measure import DEADLINE, fuzz

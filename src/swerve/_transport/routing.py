@@ -1,10 +1,18 @@
-"""The transports' I/O-free core: the route a request names, the request an attempt sends."""
+"""One client request through a failover transport, without I/O: where it goes and what is sent.
+
+:class:`Exchange` is one client request; :class:`Routing` (one per transport) plans it (the
+route its body or headers name, or none: passed through), builds the request each attempt sends
+(the route's URL, credentials, model and timeouts; the body fixed for its wire), and holds the
+inner transports, one pool per upstream. What becomes of an attempt's response is
+:mod:`.reading`'s.
+"""
 
 from __future__ import annotations
 
 import json
 import ssl
-from collections.abc import AsyncIterator, Iterator, Mapping
+import time
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -13,45 +21,27 @@ from .._engine.config import FallbackConfig
 from .._engine.failover import Failover
 from .._engine.results import Attempt
 from .._engine.routes import Route
-from .._telemetry.redact import scrub
 from .._wire.payloads import JsonRules
 from .._wire.rules import prepare_for_route
-from .attempt import (
-    _AUTH_HEADERS,
-    SWERVE_PREFIX,
-    _ErrorInBody,
-    _Malformed,
-    _Reader,
-    _redacted,
-    _Replay,
-    _response,
-    _returned,
-    _secrets,
-    _served_by,
-)
-from .flavour import Flavour, flavour_of
+from .flavour import URL, Flavour, Request, Response, flavour_of
 from .io_bound import install
-from .sse import _Event, _SSEParser, _usage
+from .reading import AUTH_HEADERS, secrets_of
 from .upstream import (
-    _ENDPOINTS,
-    ATTEMPTS_HEADER,
-    REQUESTED_HEADER,
+    ENDPOINTS,
     ROUTE_HEADER,
+    SWERVE_PREFIX,
     SWITCH_HEADER,
     Upstream,
-    UpstreamStatusError,
     check_chains,
     claim_routes,
 )
 
 # What a client may authenticate itself with: meant for the host it addressed, so never sent to
-# another one (see _Core.build).
-_CLIENT_CREDENTIALS = _AUTH_HEADERS | {"cookie", "proxy-authorization", "x-goog-api-key"}
-_SWERVE_PREFIX = SWERVE_PREFIX  # never sent to a provider, never taken from one
+# another one (see Routing.build).
+_CLIENT_CREDENTIALS = AUTH_HEADERS | {"cookie", "proxy-authorization", "x-goog-api-key"}
 _SWERVE_RAW = SWERVE_PREFIX.encode()
 _NEVER_FORWARD = frozenset({"host", "content-length"})
 _DEFAULT_PORTS = {"http": 80, "https": 443}
-_ERROR_BODY_LIMIT = 64 * 1024
 
 
 _Target = tuple[Any, tuple[bytes, bytes], type[tuple[bytes, ...]]]
@@ -59,7 +49,7 @@ _Target = tuple[Any, tuple[bytes, bytes], type[tuple[bytes, ...]]]
 
 
 @dataclass(slots=True)
-class _Plan:
+class Plan:
     """What to do with one client request."""
 
     route: str
@@ -69,8 +59,62 @@ class _Plan:
     off: bool
 
 
-class _Core:
-    """Everything both transports share: routing, rewriting, reading, error mapping."""
+class Exchange:
+    """One client request: its plan, and what becomes of it at either end.
+
+    ``plan`` is what to do with a request swerve routes; ``answer`` an error response to hand
+    back as it is (the request names a route swerve cannot serve); neither, a request that is
+    not swerve's, passed through.
+    """
+
+    __slots__ = (
+        "answer",
+        "cache",
+        "flavour",
+        "plan",
+        "request",
+        "routing",
+        "started",
+        "sync",
+        "tried",
+    )
+
+    def __init__(
+        self, routing: Routing, request: Request, cache: dict[Any, Any], sync: bool
+    ) -> None:
+        self.routing = routing
+        self.request = request
+        self.flavour = flavour_of(request)  # httpx or httpx2: every attempt's, and the answer's
+        self.cache = cache  # the transport's own inner transports, by flavour and route
+        self.sync = sync
+        planned = routing.plan(request)
+        self.plan: Plan | None = None
+        self.answer: Response | None = None
+        if isinstance(planned, Plan):
+            self.plan = planned
+        else:
+            self.answer = planned
+        self.started = time.monotonic()
+        self.tried: Attempt | None = None  # the last attempt made
+
+    def passed_through(self) -> tuple[Any, Request]:
+        """The inner transport and the request to send it, for a request that is not swerve's:
+        untouched but for the headers that are swerve's (they never leave)."""
+        headers = self.request.headers
+        for name in [k for k in headers if k.lower().startswith(SWERVE_PREFIX)]:
+            del headers[name]
+        return self.routing.inner(self.request, None, self.cache, self.sync), self.request
+
+    def direct(self) -> Attempt:
+        """The one attempt of a request with failover switched off (``plan.off``)."""
+        assert self.plan is not None
+        route = Route.parse(self.plan.route)
+        return Attempt(route, route)
+
+
+class Routing:
+    """What one transport knows of its routes: how a request is planned and rewritten for
+    each, their secrets, and their inner transports."""
 
     def __init__(
         self,
@@ -89,7 +133,7 @@ class _Core:
                 raise TypeError(f"upstreams[{key!r}] must be an Upstream")
             self.upstreams[key] = upstream
         # Every configured secret, whichever upstream it belongs to: an echo is scrubbed of all.
-        found = {s for upstream in self.upstreams.values() for s in _secrets(upstream)}
+        found = {s for upstream in self.upstreams.values() for s in secrets_of(upstream)}
         self.secrets: tuple[str, ...] = tuple(sorted(found, key=len, reverse=True))
         self.targets = {key: _target(up.base_url) for key, up in self.upstreams.items()}
         # The names of each upstream's own headers, lowercased: they replace the client's.
@@ -116,7 +160,7 @@ class _Core:
         check_chains(config, {route: up.wire for route, up in self.upstreams.items()})
 
     # -- routing ------------------------------------------------------------------------------
-    def plan(self, request: Any) -> _Plan | Any | None:
+    def plan(self, request: Request) -> Plan | Response | None:
         """A plan, None to pass the request through, or an error response to return as is."""
         if request.method != "POST":
             return None
@@ -176,13 +220,13 @@ class _Core:
             )
             if not route:
                 return None
-        return _Plan(route, body, body.get("stream") is True, bool(pinned), off)
+        return Plan(route, body, body.get("stream") is True, bool(pinned), off)
 
-    def _endpoint_match(self, request: Any) -> bool:
+    def _endpoint_match(self, request: Request) -> bool:
         path = request.url.path
-        return bool(path.endswith(tuple(_ENDPOINTS.values())))
+        return bool(path.endswith(tuple(ENDPOINTS.values())))
 
-    def _at(self, request: Any, route: str) -> bool:
+    def _at(self, request: Request, route: str) -> bool:
         """Whether the request's URL is within ``route``'s base URL: the same origin, and its
         path segments (``/v1`` holds ``/v1/chat/completions``, not ``/v1-other/...``)."""
         origin, base = self.targets[route]
@@ -194,8 +238,8 @@ class _Core:
 
     # -- one attempt --------------------------------------------------------------------------
     def build(
-        self, request: Any, plan: _Plan, attempt: Attempt, module: Flavour | None = None
-    ) -> Any:
+        self, request: Request, plan: Plan, attempt: Attempt, module: Flavour | None = None
+    ) -> Request:
         """The request for ``attempt``: the route's URL, credentials and model; fixed body.
         ``module``: the request's flavour, when the caller knows it already."""
         route = attempt.route._name
@@ -241,7 +285,7 @@ class _Core:
             headers.extend(
                 (k, v)
                 for k, v in upstream.headers.items()
-                if not k.lower().startswith(_SWERVE_PREFIX)
+                if not k.lower().startswith(SWERVE_PREFIX)
             )
         extensions = dict(request.extensions)
         extensions.pop("swerve", None)
@@ -273,7 +317,7 @@ class _Core:
         built.read()  # as Request(content=...) does: .content is there for whoever reads it
         return built
 
-    def _target(self, module: Any, route: str, upstream: Upstream) -> _Target:
+    def _target(self, module: Flavour, route: str, upstream: Upstream) -> _Target:
         """``route``'s endpoint URL in ``module``'s type, its Host header and the type of a
         request body: made once a route (parsing a URL costs more than the rest of the
         rewrite)."""
@@ -281,84 +325,7 @@ class _Core:
         found = self._urls[(module.__name__, route)] = (url, (b"Host", url.netloc), _body(module))
         return found
 
-    def complete(
-        self, route: str, response: Any, body: bytes, whole: bool, attempt: Attempt
-    ) -> Any:
-        """A whole (non-stream) body: an error status, an error inside a 200, or a JSON body
-        that does not decode, is a failure. ``whole``: the response itself holds the body (it
-        was read at once), and can be handed on as it is. The token usage and finish reasons
-        a JSON body reports are told ``attempt``."""
-        if response.status_code >= 400:
-            headers, content = _redacted(
-                self.secrets, _returned(response.headers), body[:_ERROR_BODY_LIMIT]
-            )
-            scrubbed = _response(response, response.status_code, headers, content)
-            raise UpstreamStatusError(route, scrubbed, content)
-        content_type = response.headers.get("content-type", "")
-        if "text/event-stream" in content_type:
-            self._events(route, response, body, attempt)
-        json_body = "json" in content_type
-        if json_body or b'"error"' in body:
-            try:
-                data = json.loads(body)
-            except (ValueError, RecursionError):
-                if json_body:
-                    raise _Malformed(route, self._replay(response, body)) from None
-                data = None
-            if isinstance(data, dict) and data.get("error") and not data.get("choices"):
-                replay = self._replay(response, body)
-                if replay[2] != body:  # an echoed secret: the engine reads the redacted error
-                    data = json.loads(replay[2])
-                raise _ErrorInBody(data, route, replay)
-            if isinstance(data, dict) and (usage := _usage(self.upstreams[route].wire, data)):
-                attempt.report_usage(*usage)
-        if whole:  # already read and within the limit: hand it on as it is, with swerve's
-            headers = response.headers  # headers instead of any the upstream sent by the name
-            # The raw names: a scan that decodes none of them (this is every healthy call).
-            for raw, _ in headers.raw:
-                if raw[:9].lower() == _SWERVE_RAW:
-                    for name in [k for k in headers if k.lower().startswith(SWERVE_PREFIX)]:
-                        del headers[name]
-                    break
-            # _served_by's headers, set as text (written out: every healthy call sets them).
-            served, requested = attempt.route._name, attempt.requested._name
-            headers[ROUTE_HEADER] = served
-            headers[ATTEMPTS_HEADER] = str(attempt.number)
-            if requested != served:
-                headers[REQUESTED_HEADER] = requested
-            return response
-        returned = _returned(response.headers)
-        returned += _served_by(attempt)
-        return _response(response, response.status_code, returned, body)
-
-    def _events(self, route: str, response: Any, body: bytes, attempt: Attempt) -> None:
-        """A whole body that is an SSE stream (a request that did not ask for one answered
-        with one): read event by event as a stream is, so an error event is the route's
-        failure, its echoed keys redacted, and never reaches the client unread."""
-        reader = self.reader(route, response)
-        try:
-            for event in [*reader.feed(body), *reader.flush()]:
-                if event.usage is not None:
-                    attempt.report_usage(*event.usage)
-        except (_ErrorInBody, _Malformed) as exc:
-            exc.replay = self._replay(response, body)  # if swerve gives up: the whole body
-            raise
-
-    def _replay(self, response: Any, body: bytes) -> _Replay:
-        headers, content = _redacted(self.secrets, _returned(response.headers), body)
-        return response.status_code, headers, content
-
-    def whole(self, route: str, response: Any, body: bytes, attempt: Attempt) -> _Event:
-        """A stream request answered with a whole body (an error, or a server ignoring
-        ``stream``): one final chunk, checked like a non-stream body."""
-        self.complete(route, response, body, False, attempt)
-        return _Event(body, part="other", finish=True)
-
-    def reader(self, route: str, response: Any) -> _Reader:
-        parser = _SSEParser(self.upstreams[route].wire, self.limit)
-        return _Reader(route, response, parser, self.secrets)
-
-    def inner(self, request: Any, route: str | None, cache: dict[Any, Any], sync: bool) -> Any:
+    def inner(self, request: Request, route: str | None, cache: dict[Any, Any], sync: bool) -> Any:
         """The transport that sends for ``route`` (None: a request passed through).
 
         One pool per upstream: a provider that hangs can fill its own pool, never the one a
@@ -380,7 +347,7 @@ class _Core:
                 cache[(module.__name__, name)] = self._pool(module, sync, up)
         return cache[(module.__name__, route)]
 
-    def _pool(self, module: Any, sync: bool, upstream: Upstream | None) -> Any:
+    def _pool(self, module: Flavour, sync: bool, upstream: Upstream | None) -> Any:
         """A new inner transport of ``module``'s for ``upstream`` (None: requests passed
         through). An ``http://`` upstream never speaks TLS: it gets no CA-loaded context."""
         if upstream is not None and upstream.base_url.startswith("http://"):
@@ -402,35 +369,6 @@ class _Core:
         own = [u.transport for u in self.upstreams.values() if u.transport is not None]
         return [*cache.values(), *own]
 
-    def scrubbed(self, exc: BaseException) -> BaseException:
-        """``exc`` with every configured secret taken out of its message and notes (in place:
-        it keeps its type and traceback), before the engine, the spans or the client see it."""
-        if not self.secrets:
-            return exc
-        for error in _causes(exc):
-            if any(isinstance(a, str) and _has_secret(a, self.secrets) for a in error.args):
-                error.args = tuple(
-                    scrub(a, self.secrets) if isinstance(a, str) else a for a in error.args
-                )
-            notes = getattr(error, "__notes__", None)
-            if isinstance(notes, list):
-                notes[:] = [scrub(n, self.secrets) if isinstance(n, str) else n for n in notes]
-        return exc
-
-
-def _causes(exc: BaseException) -> Iterator[BaseException]:
-    """``exc`` and what it was raised from or during, bounded and cycle-safe."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen and len(seen) < 16:
-        seen.add(id(current))
-        yield current
-        current = current.__cause__ or current.__context__
-
-
-def _has_secret(text: str, secrets: tuple[str, ...]) -> bool:
-    return any(s in text for s in secrets)
-
 
 def _target(base_url: str) -> tuple[tuple[str, str, int], str]:
     """The origin (scheme, host, port) and the path (no trailing slash) of a base URL."""
@@ -440,12 +378,12 @@ def _target(base_url: str) -> tuple[tuple[str, str, int], str]:
     return origin, parts.path.rstrip("/")
 
 
-def _origin_of(url: Any) -> tuple[str, str, int]:
+def _origin_of(url: URL) -> tuple[str, str, int]:
     scheme = str(url.scheme).lower()
     return scheme, str(url.host).lower(), url.port or _DEFAULT_PORTS.get(scheme, 0)
 
 
-def _error_response(request: Any, status: int, message: str) -> Any:
+def _error_response(request: Request, status: int, message: str) -> Response:
     """An error in the shape the SDKs read, for requests swerve cannot route (no retry storm)."""
     body = json.dumps({"error": {"message": message, "type": "invalid_request_error"}})
     return flavour_of(request).Response(
@@ -469,7 +407,7 @@ def _dropped(own: bool, names: frozenset[str]) -> frozenset[bytes]:
 _BODIES: dict[str, type[tuple[bytes, ...]]] = {}
 
 
-def _body(module: Any) -> type[tuple[bytes, ...]]:
+def _body(module: Flavour) -> type[tuple[bytes, ...]]:
     """The request body stream of ``module``'s flavour, sync and async: the body's one chunk
     in a tuple, so iterating it (httpx's ``read()``, the pool's send) runs no Python code."""
     cls = _BODIES.get(module.__name__)
@@ -497,7 +435,7 @@ def _plain_context() -> ssl.SSLContext:
     return _PLAIN[0]
 
 
-def _tls_context(module: Any) -> Any:
+def _tls_context(module: Flavour) -> Any:
     """The TLS context every pool swerve makes shares, per flavour: the one ``HTTPTransport()``
     would build (certifi, ``SSL_CERT_FILE``/``SSL_CERT_DIR``), built once per process instead of
     once per route (~20 ms each: a route's first request, often the first swap of an outage)."""

@@ -27,6 +27,8 @@ ATTEMPTS_HEADER = "x-swerve-attempts"
 time its response was handed over)."""
 REQUESTED_HEADER = "x-swerve-requested"
 """On a response the transport served from another route than the one requested: that one."""
+SWERVE_PREFIX = "x-swerve-"
+"""Every header of this prefix is swerve's: never sent to a provider, never taken from one."""
 
 
 def check_chains(config: FallbackConfig | None, wires: Mapping[str, str]) -> None:
@@ -49,7 +51,7 @@ def check_chains(config: FallbackConfig | None, wires: Mapping[str, str]) -> Non
                 )
 
 
-_ENDPOINTS: dict[str, str] = {"openai": "/chat/completions", "anthropic": "/v1/messages"}
+ENDPOINTS: dict[str, str] = {"openai": "/chat/completions", "anthropic": "/v1/messages"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,13 +75,13 @@ class Upstream:
     transport: Any = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if self.wire not in _ENDPOINTS:
+        if self.wire not in ENDPOINTS:
             raise ValueError(f"Upstream.wire must be 'openai' or 'anthropic', got {self.wire!r}")
         if not self.base_url.startswith(("http://", "https://")):
             raise ValueError(f"Upstream.base_url must be an http(s) URL, got {self.base_url!r}")
         object.__setattr__(self, "base_url", self.base_url.rstrip("/"))
         for name in self.headers:
-            if str(name).lower().startswith("x-swerve-"):
+            if str(name).lower().startswith(SWERVE_PREFIX):
                 raise ValueError(
                     f"Upstream.headers: {name!r} is one of swerve's own headers (every "
                     "x-swerve-* header is swerve's): it is never sent to a provider"
@@ -87,7 +89,7 @@ class Upstream:
 
     @property
     def endpoint(self) -> str:
-        return self.base_url + _ENDPOINTS[self.wire]
+        return self.base_url + ENDPOINTS[self.wire]
 
 
 # Which upstream each live transport serves a route name with, per health store: cooldowns are
