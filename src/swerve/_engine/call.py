@@ -135,7 +135,7 @@ class _Call:
         self.requested = requested
         self.time = CallTime(config, clock, derived.bound_s)
         self.span = self.telemetry.start_call(
-            wiring.operation, requested._name, requested.provider, requested.model
+            wiring.operation, requested.name, requested.provider, requested.model
         )
         self.stream = stream
         # A pinned call stays on its route whatever its health says, retries included.
@@ -169,7 +169,7 @@ class _Call:
 
     def start(self) -> Steps[None]:
         """Choose the route the call starts on: the first healthy one of its chain walk."""
-        config, requested, health = self.config, self.requested._name, self.health
+        config, requested, health = self.config, self.requested.name, self.health
         now = self.wall()
         unavailable = health.unavailable(now)
         if requested not in unavailable and not health.probe_due(requested, now):
@@ -221,7 +221,7 @@ class _Call:
         route = self.current
         self.attempt_span = self.telemetry.start_attempt(
             self.wiring.operation,
-            route._name,
+            route.name,
             route.provider,
             route.model,
             number,
@@ -229,7 +229,7 @@ class _Call:
             self.swaps,
             self.context,
         )
-        if self.probing == route._name:
+        if self.probing == route.name:
             self.attempt_span.set_attribute(ATTEMPT_PROBE, True)
         self.attempt_context = trace.set_span_in_context(self.attempt_span, self.context)
         return self.attempt
@@ -242,11 +242,11 @@ class _Call:
             raise AttemptTimeout("deadline", self.bound_s)
         if self.wiring.waitless:
             answer: object = self.health.admit(
-                self.current._name, self.wall(), self.config.breaker, lease_s=self.lease_s
+                self.current.name, self.wall(), self.config.breaker, lease_s=self.lease_s
             )
         else:
             answer = yield Admit(
-                self.health, self.current._name, self.wall(), self.config.breaker, self.lease_s
+                self.health, self.current.name, self.wall(), self.config.breaker, self.lease_s
             )
         admission, transition, period = cast(Admitted, answer)
         if transition is not None:
@@ -254,7 +254,7 @@ class _Call:
         self.probe = admission is Admission.PROBE
         self.period = period
         if admission is Admission.REJECTED:
-            raise CircuitOpenError(self.current._name)
+            raise CircuitOpenError(self.current.name)
 
     def _end_attempt(
         self, outcome: Literal["success", "failure", "rejected", "aborted"], failure: Failure | None
@@ -262,7 +262,7 @@ class _Call:
         """Record and report the attempt's end; the call's time it ended at."""
         now = self.time.now()
         duration = now - self.time.attempt_t0  # in_attempt(), written out
-        route = self.current._name
+        route = self.current.name
         self.records.append(
             AttemptRecord(
                 self.current,
@@ -287,7 +287,7 @@ class _Call:
 
     def _record_health(self, outcome: Outcome) -> None:
         transition = self.health.record(
-            self.current._name,
+            self.current.name,
             outcome,
             self.wall(),
             self.config.breaker,
@@ -300,15 +300,15 @@ class _Call:
 
     def committed(self) -> None:
         """The attempt's first content chunk arrived."""
-        self.telemetry.first_chunk(self.current._name, self.time.in_attempt())
+        self.telemetry.first_chunk(self.current.name, self.time.in_attempt())
 
     def succeeded(self) -> float:
         """The attempt served the call; the call's time it ended at (for :meth:`finish_ok`)."""
         if self.records:  # only a call that failed before may hold a route's retries
-            self.wiring.own.retried(self.current._name, self)
+            self.wiring.own.retried(self.current.name, self)
         # _record_health(SUCCESS), written out: every call that is served records one.
         transition = self.health.record(
-            self.current._name,
+            self.current.name,
             Outcome.SUCCESS,
             self.wall(),
             self.config.breaker,
@@ -322,10 +322,10 @@ class _Call:
         self.served = route = self.current
         # A success on a recovering route is its probe's verdict: the route is healthy again
         # (any call may deliver it: a pinned one, or one with nowhere else to go).
-        if self.health.recovered(route._name, self.wall()):
-            self.wiring.own.forget(route._name)
-            self.telemetry.emit(Probed(route._name, "success"), self.span)
-        if self.probing == route._name:
+        if self.health.recovered(route.name, self.wall()):
+            self.wiring.own.forget(route.name)
+            self.telemetry.emit(Probed(route.name, "success"), self.span)
+        if self.probing == route.name:
             self.probing = None
         return ended
 
@@ -372,7 +372,7 @@ class _Call:
             self.probing = None
 
     def _cool_down(self, failure: Failure) -> None:
-        config, route = self.config, self.current._name
+        config, route = self.config, self.current.name
         if config.cooldown_s <= 0 and not failure.retry_after:
             if self.probing == route:
                 self._release_probe()
@@ -410,7 +410,7 @@ class _Call:
             "aborted" if aborted else "rejected" if isinstance(exc, CircuitOpenError) else "failure"
         )
         self._end_attempt(outcome, failure)
-        source = self.current._name
+        source = self.current.name
         if discarded:
             self.telemetry.emit(PartialDiscarded(source, discarded), self.span)
         if aborted:
@@ -433,7 +433,7 @@ class _Call:
                 lambda degraded: policy.decide(
                     config,
                     failure,
-                    requested=self.requested._name,
+                    requested=self.requested.name,
                     current=source,
                     retries=self.retries,
                     swaps=self.swaps,
@@ -497,7 +497,7 @@ class _Call:
             self._cool_down(failure)
         else:
             self._release_probe()
-        self.telemetry.emit(SwapDeclined(self.current._name, "mid_stream"), self.span)
+        self.telemetry.emit(SwapDeclined(self.current.name, "mid_stream"), self.span)
         error = MidStreamError(self.current, self.requested, failure, partial)
         error.__cause__ = exc
         return error
@@ -550,7 +550,7 @@ class _Call:
         records = self.records
         # _summarise(), written out: every served call ends here.
         attrs: dict[str, AttributeValue] = {
-            ROUTE_SERVED: served._name,
+            ROUTE_SERVED: served.name,
             GEN_AI_RESPONSE_MODEL: served.model,
             CALL_ATTEMPTS: len(records),
         }
@@ -561,7 +561,7 @@ class _Call:
             added = max(duration - records[-1].duration_s, 0.0)
         self.span.set_attributes(attrs)
         self.span.end()
-        self.telemetry.call_ended(self.requested._name, duration, served=served._name, added=added)
+        self.telemetry.call_ended(self.requested.name, duration, served=served.name, added=added)
         # result(), written out
         return Result(value, served, self.requested, tuple(records), tuple(self.skipped))
 
@@ -569,7 +569,7 @@ class _Call:
         """The call surfaces ``exc``: its note, its duration metric and (when traced) its span's
         status, whether or not a tracer records; a failed call is off the hot path."""
         self._release_probe()  # the call ended on an error of its own, not the route's
-        self.wiring.own.retried(self.current._name, self)
+        self.wiring.own.retried(self.current.name, self)
         failure = self.classify(
             exc.__cause__ if isinstance(exc, MidStreamError) and exc.__cause__ else exc
         )
@@ -578,7 +578,7 @@ class _Call:
             self.span.set_status(Status(StatusCode.ERROR, failure.kind.value))
         self.span.end()
         self.telemetry.call_ended(
-            self.requested._name, self.time.in_call(), error_type=failure.error_type
+            self.requested.name, self.time.in_call(), error_type=failure.error_type
         )
         _annotate(exc, self.requested, self.records)
 

@@ -21,11 +21,12 @@ class Route:
 
     provider: str
     model: str
-    _name: str = field(init=False, repr=False, compare=False)
+    name: str = field(init=False, repr=False, compare=False)
+    """``provider/model``, as ``str(route)`` gives it: built once (it is on every call's
+    path: health keys, attributes)."""
 
     def __post_init__(self) -> None:
-        # str(route) is on every call's path (health keys, attributes): build it once.
-        object.__setattr__(self, "_name", f"{self.provider}/{self.model}")
+        object.__setattr__(self, "name", f"{self.provider}/{self.model}")
 
     @classmethod
     def parse(cls, value: str | Route) -> Route:
@@ -55,7 +56,7 @@ class Route:
         return cls(provider, model)
 
     def __str__(self) -> str:
-        return self._name
+        return self.name
 
 
 def shown_route(value: str) -> str:

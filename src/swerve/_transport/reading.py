@@ -120,7 +120,7 @@ class Receiving:
         assert exchange.plan is not None
         exchange.tried = attempt
         self.attempt = attempt
-        self.route = attempt.route._name
+        self.route = attempt.route.name
         self.sync = exchange.sync
         self.stream = stream
         self.asked = exchange.request  # as the client sent it: its own timeouts
@@ -337,7 +337,7 @@ class Receiving:
                         del held[name]
                     break
             # _served_by's headers, set as text (written out: every healthy call sets them).
-            served, requested = attempt.route._name, attempt.requested._name
+            served, requested = attempt.route.name, attempt.requested.name
             held[ROUTE_HEADER] = served
             held[ATTEMPTS_HEADER] = str(attempt.number)
             if requested != served:

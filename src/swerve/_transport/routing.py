@@ -242,7 +242,7 @@ class Routing:
     ) -> Request:
         """The request for ``attempt``: the route's URL, credentials and model; fixed body.
         ``module``: the request's flavour, when the caller knows it already."""
-        route = attempt.route._name
+        route = attempt.route.name
         upstream = self.upstreams[route]
         body = dict(plan.body)
         body["model"] = upstream.model or attempt.route.model
