@@ -1,6 +1,6 @@
 """One logical call: its span, its attempts, and every decision between them.
 
-A :class:`_Call` gets what it needs of its :class:`~swerve.Failover` as one :class:`Wiring`
+A :class:`Call` gets what it needs of its :class:`~swerve.Failover` as one :class:`Wiring`
 (clock, health store, telemetry, failure rules, operation name, route parser) and the config
 in force when it began. Its decisions are :data:`~swerve._engine.steps.Steps`: the sync and async
 drivers only answer what they wait on.
@@ -59,7 +59,7 @@ from .routes import Route
 from .steps import Admit, Claim, Invoke, Settle, Sleep, Steps
 from .timing import CallTime
 
-__all__ = ["ABORTS", "PROBE_LEASE_S", "Derived", "OwnCooldowns", "Wiring"]
+__all__ = ["ABORTS", "PROBE_LEASE_S", "Call", "Derived", "OwnCooldowns", "Wiring"]
 
 T = TypeVar("T")
 ABORTS = (GeneratorExit, KeyboardInterrupt, asyncio.CancelledError, SystemExit)
@@ -111,7 +111,7 @@ class Derived:
         self.lease_s = config.attempt_timeout_s or min(self.bound_s, PROBE_LEASE_S)
 
 
-class _Call:
+class Call:
     """One logical call: its span, its attempts, and every decision between them."""
 
     def __init__(
@@ -605,7 +605,7 @@ class _Either:
     """The store's routes to walk past, plus those this call found taken, without copying.
 
     It remembers its last answer: the walk's last question is about the route it lands on,
-    which :meth:`_Call._choose` asks again (one store lookup per choice, not two)."""
+    which :meth:`Call._choose` asks again (one store lookup per choice, not two)."""
 
     __slots__ = ("_answer", "_base", "_extra", "_last")
 

@@ -19,7 +19,7 @@ from typing import TypeVar
 from .._failures import Classifier, Classifiers
 from .._health.store import HealthStore, MemoryHealth
 from .._telemetry.telemetry import Telemetry, default_telemetry
-from .call import Derived, Wiring, _Call
+from .call import Call, Derived, Wiring
 from .clock import SYSTEM_CLOCK, Clock
 from .config import DEFAULT_ENV_VAR, EnvConfig, FallbackConfig
 from .results import Attempt, CooldownLearned, Result, StreamReset, StreamSpec, passthrough
@@ -240,7 +240,7 @@ class Failover:
 
     def _open_call(
         self, requested: Route, pin: bool, stream: bool, wait: bool = True
-    ) -> _Call | None:
+    ) -> Call | None:
         """A new call on ``requested`` under the config in force, or None when swerve is off."""
         # _active, written out for a fixed config: every call opens here.
         config = self._fixed if self._env is None else self.config
@@ -257,7 +257,7 @@ class Failover:
             assert config is not None
         if config is not self._ready_for:
             self._ready(config, wait)
-        return _Call(self._wiring, config, requested, stream=stream, pinned=pin, derived=derived[1])
+        return Call(self._wiring, config, requested, stream=stream, pinned=pin, derived=derived[1])
 
     def _ready(self, config: FallbackConfig, wait: bool) -> None:
         """A shared store (``RedisHealth.ready``) learns the config's bounds, and gets a short,

@@ -15,7 +15,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 from .._failures import IncompleteStreamError
 from .._telemetry.decisions import StreamRestarted
-from .call import ABORTS, _Call
+from .call import ABORTS, Call
 from .clock import SYSTEM_CLOCK, Clock
 from .policy import GiveUp, Retry
 from .results import Attempt, AttemptRecord, MidStreamError, Result, StreamReset, StreamSpec
@@ -50,7 +50,7 @@ class _StreamState(Generic[C]):
     committed: bool = False
     finished: bool = False
 
-    def feed(self, chunk: C, run: _Call) -> list[C]:
+    def feed(self, chunk: C, run: Call) -> list[C]:
         """What to hand the consumer now that ``chunk`` arrived."""
         spec = self.spec
         if spec.is_finish is not None and spec.is_finish(chunk):
@@ -94,7 +94,7 @@ class _StreamBase(Generic[C]):
 
     def __init__(
         self,
-        open_call: Callable[[], _Call | None],
+        open_call: Callable[[], Call | None],
         requested: Route,
         fn: Callable[[Attempt], object],
         spec: StreamSpec[C],
@@ -109,7 +109,7 @@ class _StreamBase(Generic[C]):
         self._spec = spec
         self._mid_stream = mid_stream
         self._live = live
-        self._run: _Call | None = None
+        self._run: Call | None = None
         self._state = _StreamState(spec, live)
         self._reset: StreamReset | None = None
         self._passed: tuple[AttemptRecord, ...] = ()  # a passthrough's one attempt, once it ended
@@ -212,7 +212,7 @@ class _StreamBase(Generic[C]):
                 close()
         return True
 
-    def _begin(self, run: _Call) -> Attempt:
+    def _begin(self, run: Call) -> Attempt:
         self._state = _StreamState(self._spec, self._live)
         return run.begin()
 
@@ -228,7 +228,7 @@ class _StreamBase(Generic[C]):
         reset, self._reset = self._reset, None
         return [reset, *out]
 
-    def _chunk(self, run: _Call, chunk: C) -> list[C | StreamReset]:
+    def _chunk(self, run: Call, chunk: C) -> list[C | StreamReset]:
         run.time.received()
         return self._release(self._state.feed(chunk, run))
 
@@ -244,7 +244,7 @@ class _StreamBase(Generic[C]):
             return state.finished and state.committed
         return state.finished and not isinstance(exc, ABORTS)
 
-    def _failed(self, run: _Call, exc: BaseException) -> Steps[float]:
+    def _failed(self, run: Call, exc: BaseException) -> Steps[float]:
         """Decide after a failure: the wait before the next attempt, or raise to surface."""
         state = self._state
         if state.committed and (self._mid_stream == "error" or isinstance(exc, ABORTS)):
@@ -265,7 +265,7 @@ class _StreamBase(Generic[C]):
             run.telemetry.emit(StreamRestarted(str(failed_route), str(run.current)), run.span)
         return decision.delay if isinstance(decision, Retry) else 0.0
 
-    def _succeeded(self, run: _Call) -> None:
+    def _succeeded(self, run: Call) -> None:
         run.finish_ok(None, run.succeeded())
 
 
