@@ -21,7 +21,7 @@ from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 
 from swerve._dashboards import PROMETHEUS_NAMES, label
 from swerve._dashboards.rules import unavailable
-from swerve._telemetry import telemetry as t
+from swerve._telemetry import names as t
 
 __all__ = ["UID", "build", "render"]
 

@@ -31,7 +31,7 @@ from swerve import (
 from swerve._engine.config import EnvConfig
 from swerve._failures import InStreamError
 from swerve._telemetry.decisions import StoreChanged
-from swerve._telemetry.telemetry import METRIC_ATTEMPTS, METRIC_CALL_DURATION
+from swerve._telemetry.names import METRIC_ATTEMPTS, METRIC_CALL_DURATION
 from swerve.testing import FakeProvider, Fault, Reply
 
 from . import _wire

@@ -22,7 +22,7 @@ from dashboards import HERE
 from swerve import FallbackConfig
 from swerve._dashboards import PROMETHEUS_NAMES, dashboard
 from swerve._dashboards.rules import Timing, alert_rules, render
-from swerve._telemetry import telemetry as telemetry
+from swerve._telemetry import names as telemetry
 
 from ._prometheus import Prometheus, Workload, wait_for
 

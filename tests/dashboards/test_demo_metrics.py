@@ -9,7 +9,7 @@ import sys
 import httpx
 
 from dashboards import PROMETHEUS_NAMES
-from swerve._telemetry import telemetry as names
+from swerve._telemetry import names
 
 from ._prometheus import Lines
 

@@ -21,7 +21,7 @@ from opentelemetry.trace import NoOpTracerProvider
 from swerve import Attempt, Failover, FallbackConfig, MemoryHealth, StreamSpec, Telemetry
 from swerve._failures import InStreamError
 from swerve._health.store import DEFAULT_MAX_ROUTES
-from swerve._telemetry import telemetry as names
+from swerve._telemetry import bounded, names
 from swerve.testing import FakeClock, TelemetryRecorder
 
 from ._measure import rss_mb
@@ -123,7 +123,7 @@ def test_100k_distinct_routes_leave_bounded_health_series_and_memory(
     assert len(health) <= 2 * DEFAULT_MAX_ROUTES and len(snapshot) <= 2 * DEFAULT_MAX_ROUTES
     # Route attributes: at most ROUTE_LIMIT names plus _OTHER; error.type at most
     # ERROR_TYPE_LIMIT plus _OTHER. No metric's series count follows the 100k inputs.
-    bound = 4 * (names.ROUTE_LIMIT + 1) + 4 * (names.ERROR_TYPE_LIMIT + 1)
+    bound = 4 * (bounded.ROUTE_LIMIT + 1) + 4 * (bounded.ERROR_TYPE_LIMIT + 1)
     worst = max(series.values())
     assert worst <= bound, series
     error_types = {
@@ -131,7 +131,7 @@ def test_100k_distinct_routes_leave_bounded_health_series_and_memory(
         for attrs, _ in _collect_attempts(telemetry)
         if names.ERROR_TYPE in attrs
     }
-    assert len(error_types) <= names.ERROR_TYPE_LIMIT + 1
+    assert len(error_types) <= bounded.ERROR_TYPE_LIMIT + 1
     assert collect_s < 1.0 and snapshot_s < 1.0
     grown, second = rss_after - rss_before, rss_after - rss_mid
     # The first half pays for the structures at their bounds (and the allocator's arenas);
@@ -160,11 +160,11 @@ def test_100k_distinct_error_types_make_a_bounded_number_of_series(figure: Repor
     series = _series(recorder)
     recorder.shutdown()
     errors = {a.get(names.ERROR_TYPE) for a, _ in _collect_attempts(telemetry)}
-    assert len(errors) == names.ERROR_TYPE_LIMIT + 1 and names.OVERFLOW in errors
-    assert series[names.METRIC_ATTEMPTS] <= names.ERROR_TYPE_LIMIT + 10
+    assert len(errors) == bounded.ERROR_TYPE_LIMIT + 1 and bounded.OVERFLOW in errors
+    assert series[names.METRIC_ATTEMPTS] <= bounded.ERROR_TYPE_LIMIT + 10
     figure(
         f"{ROUTES:,} distinct error.type values into the attempt metrics",
-        f"<= {names.ERROR_TYPE_LIMIT + 1} error.type values per metric",
+        f"<= {bounded.ERROR_TYPE_LIMIT + 1} error.type values per metric",
         measured=(
             f"{len(errors)} error.type values, {series[names.METRIC_ATTEMPTS]} attempt series, "
             f"{series[names.METRIC_ATTEMPT_DURATION]} duration series"

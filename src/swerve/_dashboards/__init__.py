@@ -13,7 +13,7 @@ from __future__ import annotations
 from importlib.resources import files
 from typing import Final
 
-from .._telemetry import telemetry as _t
+from .._telemetry import names as _t
 
 __all__ = [
     "ALERTMANAGER_FILE",

@@ -39,7 +39,7 @@ import yaml  # comes with the cli extra
 
 from .._engine.config import FallbackConfig
 from .._engine.policy import walk
-from .._telemetry import telemetry as t
+from .._telemetry import names as t
 from . import PROMETHEUS_NAMES, label
 
 __all__ = ["DEFAULT_TIMING", "Timing", "alert_rules", "chain", "render", "unavailable"]

@@ -39,7 +39,7 @@ from .._telemetry.decisions import (
     SwapDeclined,
     Swapped,
 )
-from .._telemetry.telemetry import (
+from .._telemetry.names import (
     ATTEMPT_PROBE,
     CALL_ATTEMPTS,
     CALL_RETRIES,
@@ -48,8 +48,8 @@ from .._telemetry.telemetry import (
     GEN_AI_RESPONSE_MODEL,
     ROUTE_SERVED,
     STREAM,
-    Telemetry,
 )
+from .._telemetry.telemetry import Telemetry
 from . import policy
 from .clock import Clock, SystemClock
 from .config import FallbackConfig

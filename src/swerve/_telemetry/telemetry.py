@@ -1,7 +1,6 @@
 """Telemetry: the one object that emits swerve's spans, events, metrics and logs.
 
-Every name it emits lives in :mod:`swerve._telemetry.names` (and is importable from here too,
-where the engine, the dashboards and the tests read them); the metric attribute caps live in
+Every name it emits lives in :mod:`swerve._telemetry.names`; the metric attribute caps live in
 :mod:`swerve._telemetry.bounded`. A call's lifecycle (its span, its attempts' spans, their
 durations) has a method each; every decision between them reaches :meth:`Telemetry.emit` as
 one record of :mod:`swerve._telemetry.decisions`, whose table says what it becomes. Prompt and
@@ -30,7 +29,6 @@ from . import names as n
 from .bounded import ERROR_TYPE_LIMIT, OVERFLOW, ROUTE_LIMIT, AttributeBounds, Attributes
 from .counts import Counts
 from .decisions import DECISIONS, Decision, On, StoreChanged, Swapped
-from .names import *  # noqa: F403
 from .redact import printable
 
 if TYPE_CHECKING:
