@@ -528,3 +528,18 @@ def in_process(*names: str) -> Iterator[InProcessProvider]:
         yield fake
     finally:
         fake.stop()
+
+
+# Fixtures for test modules whose subject is the engine, not HTTP: importing both into a module
+# runs its `fake` and `mode` in-process (the engine's decisions do not depend on a socket).
+@pytest.fixture(name="fake")
+def in_process_fake() -> Iterator[InProcessProvider]:
+    """The fake provider in-process, answering as "primary" and "fallback"."""
+    with in_process("primary", "fallback") as provider:
+        yield provider
+
+
+@pytest.fixture(name="mode")
+def in_process_mode(mode: Mode, fake: InProcessProvider) -> Mode:
+    """The suite's sync/async mode over the in-process fake."""
+    return mode.over(fake)

@@ -31,8 +31,11 @@ from swerve._telemetry.decisions import Swapped
 from swerve.testing import FakeProvider, Fault, Reply
 
 from . import _wire
-from ._drive import InProcessProvider, Mode, in_process
+from ._drive import Mode, in_process_fake, in_process_mode
 from .conftest import FakeClock, Otel
+
+# This module's fake and mode run in-process: the engine's decisions do not need a socket.
+fake, mode = in_process_fake, in_process_mode
 
 P, F = "primary/model-a", "fallback/model-b"
 
@@ -52,18 +55,6 @@ class FailingRandomClock(FakeClock):
 
     def random(self) -> float:
         raise ArithmeticError("a policy that cannot compute")
-
-
-@pytest.fixture
-def fake() -> Iterator[InProcessProvider]:
-    """The fake provider in-process: the engine's decisions do not depend on a socket."""
-    with in_process("primary", "fallback") as provider:
-        yield provider
-
-
-@pytest.fixture
-def mode(mode: Mode, fake: InProcessProvider) -> Mode:
-    return mode.over(fake)
 
 
 def cool(health: MemoryHealth, route: str, clock: FakeClock, seconds: float) -> None:

@@ -35,8 +35,11 @@ from swerve._telemetry.names import METRIC_ATTEMPTS, METRIC_CALL_DURATION
 from swerve.testing import FakeProvider, Fault, Reply
 
 from . import _wire
-from ._drive import InProcessProvider, Mode, in_process
+from ._drive import InProcessProvider, Mode, in_process_fake, in_process_mode
 from .conftest import FakeClock, Otel
+
+# This module's fake and mode run in-process: the engine's decisions do not need a socket.
+fake, mode = in_process_fake, in_process_mode
 
 P, F = "primary/model-a", "fallback/model-b"
 CONFIG = FallbackConfig(fallbacks={P: F}, max_retries=1, max_swaps=1, jitter=False)
@@ -65,18 +68,6 @@ class MetricsOnly:
                         value = getattr(point, "count", None) if value is None else value
                         out.append((dict(point.attributes or {}), value))
         return out
-
-
-@pytest.fixture
-def fake() -> Iterator[InProcessProvider]:
-    """The fake provider in-process: what a call reports does not depend on a socket."""
-    with in_process("primary", "fallback") as provider:
-        yield provider
-
-
-@pytest.fixture
-def mode(mode: Mode, fake: InProcessProvider) -> Mode:
-    return mode.over(fake)
 
 
 @pytest.fixture
