@@ -548,19 +548,22 @@ class Call:
         served = self.served or self.current
         duration = ended - self.time.t0
         records = self.records
-        # _summarise(), written out: every served call ends here.
-        attrs: dict[str, AttributeValue] = {
-            ROUTE_SERVED: served.name,
-            GEN_AI_RESPONSE_MODEL: served.model,
-            CALL_ATTEMPTS: len(records),
-        }
         added = None
         if len(records) > 1:  # a first-try success adds nothing; keep it off the hot path
-            attrs[CALL_RETRIES] = sum(1 for r in records if r.retry > 0)
-            attrs[CALL_SWAPS] = self.swaps
             added = max(duration - records[-1].duration_s, 0.0)
-        self.span.set_attributes(attrs)
-        self.span.end()
+        span = self.span
+        if span.is_recording():  # else the attributes go nowhere: none is built
+            # _summarise(), written out: every served call ends here.
+            attrs: dict[str, AttributeValue] = {
+                ROUTE_SERVED: served.name,
+                GEN_AI_RESPONSE_MODEL: served.model,
+                CALL_ATTEMPTS: len(records),
+            }
+            if len(records) > 1:
+                attrs[CALL_RETRIES] = sum(1 for r in records if r.retry > 0)
+                attrs[CALL_SWAPS] = self.swaps
+            span.set_attributes(attrs)
+        span.end()
         self.telemetry.call_ended(self.requested.name, duration, served=served.name, added=added)
         # result(), written out
         return Result(value, served, self.requested, tuple(records), tuple(self.skipped))

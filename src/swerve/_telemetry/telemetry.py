@@ -65,6 +65,9 @@ class Telemetry:
     ) -> None:
         self.tracer = trace.get_tracer(n.INSTRUMENTATION_NAME, __version__, tracer_provider)
         meter = metrics.get_meter(n.INSTRUMENTATION_NAME, __version__, meter_provider)
+        # Tracing off (the API's no-op tracer): a span's name and attributes go nowhere, so
+        # none is built (its context still comes from the parent, as the no-op tracer's does).
+        self._traced = not isinstance(self.tracer, trace.NoOpTracer)
         self.record_messages = record_messages
         self._health: weakref.WeakSet[HealthStore] = weakref.WeakSet()
         self._clock = clock
@@ -199,6 +202,8 @@ class Telemetry:
 
     # -- spans ----------------------------------------------------------------------------------
     def start_call(self, operation: str, requested: str, provider: str, model: str) -> Span:
+        if not self._traced:
+            return self.tracer.start_span(operation)
         return self.tracer.start_span(
             n.SPAN_CALL.format(operation=operation, route=requested),
             kind=SpanKind.INTERNAL,
@@ -221,6 +226,8 @@ class Telemetry:
         swap: int,
         context: Context | None,
     ) -> Span:
+        if not self._traced:
+            return self.tracer.start_span(operation, context=context)
         attributes: dict[str, AttributeValue] = {
             n.GEN_AI_OPERATION_NAME: operation,
             n.GEN_AI_PROVIDER_NAME: provider,
@@ -251,28 +258,29 @@ class Telemetry:
     ) -> None:
         """End an attempt's span (its outcome, its failure or the model that answered, the
         usage it reported) and count it; a failed attempt's tokens count as failover's cost."""
-        attrs: dict[str, AttributeValue] = {n.ATTEMPT_OUTCOME: outcome}
-        if failure is None:
-            attrs[n.GEN_AI_RESPONSE_MODEL] = model
-        else:
-            attrs[n.ERROR_TYPE] = failure.error_type
-            attrs[n.FAILURE_KIND] = failure.kind.value
-            attrs[n.FAILURE_IN_STREAM] = failure.in_stream
-            if failure.status is not None:
-                attrs[n.HTTP_RESPONSE_STATUS_CODE] = failure.status
-            if self.record_messages and failure.message:
-                attrs[n.FAILURE_MESSAGE] = failure.message
-            span.set_status(Status(StatusCode.ERROR, failure.kind.value))
-        if usage.input_tokens is not None:
-            attrs[n.GEN_AI_USAGE_INPUT_TOKENS] = usage.input_tokens
-        if usage.output_tokens is not None:
-            attrs[n.GEN_AI_USAGE_OUTPUT_TOKENS] = usage.output_tokens
-        # A failure before the provider said how the answer ended (a truncated stream, an error
-        # status, a reset) ended it in an error.
-        reasons = usage.finish_reasons or (("error",) if outcome == "failure" else ())
-        if reasons:
-            attrs[n.GEN_AI_RESPONSE_FINISH_REASONS] = reasons
-        span.set_attributes(attrs)
+        if span.is_recording():  # else what it would carry goes nowhere: none is built
+            attrs: dict[str, AttributeValue] = {n.ATTEMPT_OUTCOME: outcome}
+            if failure is None:
+                attrs[n.GEN_AI_RESPONSE_MODEL] = model
+            else:
+                attrs[n.ERROR_TYPE] = failure.error_type
+                attrs[n.FAILURE_KIND] = failure.kind.value
+                attrs[n.FAILURE_IN_STREAM] = failure.in_stream
+                if failure.status is not None:
+                    attrs[n.HTTP_RESPONSE_STATUS_CODE] = failure.status
+                if self.record_messages and failure.message:
+                    attrs[n.FAILURE_MESSAGE] = failure.message
+                span.set_status(Status(StatusCode.ERROR, failure.kind.value))
+            if usage.input_tokens is not None:
+                attrs[n.GEN_AI_USAGE_INPUT_TOKENS] = usage.input_tokens
+            if usage.output_tokens is not None:
+                attrs[n.GEN_AI_USAGE_OUTPUT_TOKENS] = usage.output_tokens
+            # A failure before the provider said how the answer ended (a truncated stream, an
+            # error status, a reset) ended it in an error.
+            reasons = usage.finish_reasons or (("error",) if outcome == "failure" else ())
+            if reasons:
+                attrs[n.GEN_AI_RESPONSE_FINISH_REASONS] = reasons
+            span.set_attributes(attrs)
         span.end()
         # attempt_ended(), written out: every attempt ends here.
         counted: dict[str, AttributeValue] = {n.ROUTE: route, n.ATTEMPT_OUTCOME: outcome}
