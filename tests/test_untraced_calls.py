@@ -11,6 +11,8 @@ and, for metrics, an SDK ``MeterProvider`` on an ``InMemoryMetricReader``.
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,6 +21,9 @@ import pytest
 from opentelemetry import metrics, trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from swerve import (
     Failover,
@@ -261,3 +266,52 @@ def test_log_lines_do_not_repeat_the_logger_name(
     assert any("fallback_on predicate" in m for m in messages)
     # Exception notes keep their prefix: they are read away from the logger's name.
     assert all(n.startswith("swerve: ") for n in notes(info.value))
+
+
+# --- untraced, a call leaves the caller's trace alone ---------------------------------------------
+def test_an_untraced_call_keeps_the_callers_span_current_and_writes_nothing_on_it(
+    mode: Mode, fake: FakeProvider, clock: FakeClock, untraced: Telemetry
+) -> None:
+    # The application traces with a provider of its own that swerve was not given: swerve's
+    # attempts run under the application's span (its HTTP spans nest there), and swerve's
+    # retries and swaps are not written onto a span that is not swerve's.
+    exporter = InMemorySpanExporter()
+    app = TracerProvider()
+    app.add_span_processor(SimpleSpanProcessor(exporter))
+    seen: list[trace.Span] = []
+    fake.set_fault("primary", Fault.status(503))
+    with app.get_tracer("app").start_as_current_span("app call") as outer:
+        result = mode.call(failover(untraced, clock), before=lambda _: seen.append(
+            trace.get_current_span()
+        ))  # fmt: skip
+    assert result.route.name == F
+    assert seen == [outer] * len(seen) and len(seen) == 3  # two on the primary, one swapped to
+    (span,) = exporter.get_finished_spans()
+    assert span.name == "app call" and not span.events
+    app.shutdown()
+
+
+def test_telemetry_on_the_global_provider_traces_once_an_sdk_provider_is_installed() -> None:
+    # A Telemetry made at import time, before the application installs its tracer provider
+    # (the usual order), traces every call made after the install.
+    code = """
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from swerve import Failover, FallbackConfig, MemoryHealth, Telemetry
+
+fo = Failover(FallbackConfig(fallbacks={"a/m": "b/m"}), health=MemoryHealth(),
+              telemetry=Telemetry())
+assert fo.call("a/m", lambda attempt: "before").value == "before"
+exporter = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+trace.set_tracer_provider(provider)
+assert fo.call("a/m", lambda attempt: "after").value == "after"
+print(sorted(span.name for span in exporter.get_finished_spans()))
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert out.stdout.strip() == "['chat m', 'swerve chat a/m']", out.stdout  # call, attempt

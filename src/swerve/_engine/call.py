@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar, cast
 
 from opentelemetry import trace
+from opentelemetry.context import Context
 from opentelemetry.trace import Span, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
@@ -134,15 +135,21 @@ class Call:
         self.config = config
         self.requested = requested
         self.time = CallTime(config, clock, derived.bound_s)
-        self.span = self.telemetry.start_call(
-            wiring.operation, requested.name, requested.provider, requested.model
-        )
+        # Untraced, the call makes no span and leaves the caller's context current: its
+        # attempts hold its span (the caller's, recording nothing) and attach nothing.
+        self.context: Context | None = None
+        if self.telemetry.tracing():
+            self.span = self.telemetry.start_call(
+                wiring.operation, requested.name, requested.provider, requested.model
+            )
+            if stream:
+                self.span.set_attribute(STREAM, True)
+            self.context = trace.set_span_in_context(self.span)
+        else:
+            self.span = self.telemetry.untraced()
         self.stream = stream
         # A pinned call stays on its route whatever its health says, retries included.
         self.pinned = pinned
-        if stream:
-            self.span.set_attribute(STREAM, True)
-        self.context = trace.set_span_in_context(self.span)
         self.records: list[AttemptRecord] = []
         self.skipped: list[SkippedRoute] = []
         self.limited = derived.limited
@@ -159,7 +166,7 @@ class Call:
         self.served: Route | None = None
         # Per-attempt state, reset by begin().
         self.attempt = Attempt(self.current, requested)
-        self.attempt_span: Span = trace.INVALID_SPAN
+        self.attempt_span: Span = self.span
         self.attempt_context = self.context  # the attempt span's, current while fn runs
         self.probe = False
         self.period = 0  # the half-open period that admitted the attempt, when it is a probe
@@ -219,6 +226,8 @@ class Call:
             time=self.time,
         )
         route = self.current
+        if self.context is None:  # untraced: the call's span stands for it
+            return self.attempt
         self.attempt_span = self.telemetry.start_attempt(
             self.wiring.operation,
             route.name,

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from opentelemetry import metrics, trace
 from opentelemetry.context import Context
 from opentelemetry.metrics import CallbackOptions, Observation
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.trace import NonRecordingSpan, Span, SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
 from .._engine.clock import SYSTEM_CLOCK, Clock
@@ -39,6 +39,9 @@ __all__ += ["default_telemetry"]
 __all__ += n.__all__  # every name swerve emits
 
 _log = logging.getLogger("swerve")
+
+# The global providers that trace nothing: none installed yet (the proxy), or the no-op one.
+_NO_TRACING = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
 
 
 def _loggable(value: object) -> str:
@@ -68,6 +71,9 @@ class Telemetry:
         # Tracing off (the API's no-op tracer): a span's name and attributes go nowhere, so
         # none is built (its context still comes from the parent, as the no-op tracer's does).
         self._traced = not isinstance(self.tracer, trace.NoOpTracer)
+        # The global provider's tracer: tracing is off until an SDK provider is installed,
+        # which may happen after this object is made (so it is asked per call).
+        self._proxy = isinstance(self.tracer, trace.ProxyTracer)
         self.record_messages = record_messages
         self._health: weakref.WeakSet[HealthStore] = weakref.WeakSet()
         self._clock = clock
@@ -201,9 +207,23 @@ class Telemetry:
         self.time_to_first_chunk.record(seconds, {n.ROUTE: self._bounds.route(route)})
 
     # -- spans ----------------------------------------------------------------------------------
+    def tracing(self) -> bool:
+        """Whether a span started now goes anywhere: an SDK tracer provider is given, or
+        installed globally by now. When not, a call makes no span of its own and leaves the
+        current context alone (the no-op tracer's spans would only copy the parent's)."""
+        if self._proxy:
+            return not isinstance(trace.get_tracer_provider(), _NO_TRACING)
+        return self._traced
+
+    def untraced(self) -> Span:
+        """The span a call holds while :meth:`tracing` is off: the caller's span context, and
+        nothing recorded (what the no-op tracer's spans are)."""
+        current = trace.get_current_span()
+        if isinstance(current, NonRecordingSpan):
+            return current
+        return NonRecordingSpan(current.get_span_context())
+
     def start_call(self, operation: str, requested: str, provider: str, model: str) -> Span:
-        if not self._traced:
-            return self.tracer.start_span(operation)
         return self.tracer.start_span(
             n.SPAN_CALL.format(operation=operation, route=requested),
             kind=SpanKind.INTERNAL,
@@ -226,8 +246,6 @@ class Telemetry:
         swap: int,
         context: Context | None,
     ) -> Span:
-        if not self._traced:
-            return self.tracer.start_span(operation, context=context)
         attributes: dict[str, AttributeValue] = {
             n.GEN_AI_OPERATION_NAME: operation,
             n.GEN_AI_PROVIDER_NAME: provider,
@@ -307,7 +325,8 @@ class Telemetry:
         attrs = record.attributes()
         if span is None:
             if emits.on is On.ATTEMPT:
-                span = trace.get_current_span()
+                # Untraced, the current span is the caller's, not an attempt of swerve's.
+                span = trace.get_current_span() if self.tracing() else None
             elif emits.on is On.STORE:
                 own = self.tracer.start_span(n.SPAN_STORE, kind=SpanKind.INTERNAL, attributes=attrs)
                 own.add_event(emits.event, attrs)
