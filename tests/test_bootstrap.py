@@ -1,6 +1,7 @@
 """``scripts/uv`` (which the README's commands start with) gets uv onto a fresh machine whose only
 Python is externally managed (PEP 668: Debian 12+, Ubuntu 23.04+, Homebrew), with pip or without
-it, and installs nothing into that Python.
+it, and installs nothing into that Python; and the README's demo command, as written, runs there
+in a clean clone of the project.
 
 The machine's Python is played by a copy of the interpreter that runs these tests, made a
 "system" Python: its own prefix (not a venv: pip ignores the PEP 668 marker inside a venv), the
@@ -14,6 +15,8 @@ from __future__ import annotations
 import importlib.machinery
 import importlib.util
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -27,6 +30,10 @@ ROOT = Path(__file__).resolve().parents[1]
 UV_VERSION = "0.13.9"  # scripts/uv's pin
 PIP = "pip==26.3"  # the pip a current Debian/Homebrew-era user might have; any recent one does
 TIMEOUT = 120  # seconds for one bootstrap: a ~18 MB wheel from the index
+DEMO = "./scripts/uv run --locked --no-dev --extra cli swerve demo"  # the README's first command
+DEMO_TIMEOUT = 300  # bootstrap, the locked environment (from uv's cache when warm), the demo
+PRIMARY = "openrouter/anthropic/claude-sonnet-5"  # the demo's routes (swerve/_cli/demo.py)
+FALLBACK = "anthropic/claude-sonnet-5"
 
 online = pytest.mark.skipif(
     bool(os.environ.get("SWERVE_TESTS_OFFLINE")), reason="needs the package index (PyPI)"
@@ -174,6 +181,82 @@ def test_uv_comes_up_without_touching_an_externally_managed_python(
     again = _bootstrap(checkout, env_run)  # installed once, then reused
     assert again.returncode == 0, again.stderr
     assert "installing" not in again.stderr
+
+
+def _readme_commands() -> list[str]:
+    """Every command line of the README's ``sh`` blocks."""
+    blocks = re.findall(r"^```sh\n(.*?)^```", (ROOT / "README.md").read_text(), re.M | re.S)
+    return [line.strip() for block in blocks for line in block.splitlines()]
+
+
+def _clean_clone(dest: Path) -> Path:
+    """The project's tracked files as they are in the working tree (what a clone of the commit
+    under test holds; nothing untracked: no .venv, no .tools)."""
+    listed = subprocess.run(
+        ["git", "-C", ROOT, "ls-files", "-z"], capture_output=True, timeout=30, check=False
+    )
+    if listed.returncode != 0:
+        pytest.skip("needs the project's git checkout, to know its tracked files")
+    for name in listed.stdout.decode().split("\0")[:-1]:  # each name ends in a NUL
+        src = ROOT / name
+        if not src.is_symlink() and not src.exists():  # deleted, not yet committed
+            continue
+        (dest / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dest / name, follow_symlinks=False)
+    return dest
+
+
+def _uv_cache() -> dict[str, str]:
+    """This machine's uv cache, when it has one: the locked wheels come from it, not the index
+    (uv locks its cache, so sharing it with a run in progress is safe)."""
+    out = subprocess.run([_uv(), "cache", "dir"], capture_output=True, text=True, timeout=30)
+    cache = out.stdout.strip()
+    return {"UV_CACHE_DIR": cache} if out.returncode == 0 and Path(cache).is_dir() else {}
+
+
+@online
+@pytest.mark.slow
+def test_the_readmes_demo_command_runs_in_a_clean_clone_on_an_externally_managed_python(
+    tmp_path: Path,
+) -> None:
+    assert DEMO in _readme_commands(), "the README's demo command changed: change DEMO with it"
+    # Debian's python3 as it comes, without python3-pip: the bootstrap downloads uv's wheel.
+    python = _system_python(tmp_path / "system", pip=False)
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {
+        k: v
+        for k, v in _user_env(tmp_path / "system").items()
+        if not k.startswith(("UV_", "XDG_"))  # the test runner's uv settings are not the user's
+    }
+    # PATH is the system Python's bin and nothing else: the command needs no other program
+    # (not uv, not git, not a compiler). HOME is a new user's, so no uv config or managed
+    # Python of this machine's is found; only its cache is reused.
+    env.update(PATH=str(python.parent), HOME=str(home), **_uv_cache())
+    site, stdlib = _python_path(python, "purelib"), _python_path(python, "stdlib")
+    before = _snapshot(site, stdlib)
+    checkout = _clean_clone(tmp_path / "swerve")
+
+    run = subprocess.run(
+        shlex.split(DEMO), cwd=checkout, env=env, capture_output=True, text=True,
+        timeout=DEMO_TIMEOUT,
+    )  # fmt: skip
+
+    assert run.returncode == 0, run.stderr
+    assert f"installing uv {UV_VERSION} into {checkout / '.tools'}" in run.stderr
+    # The project's environment was made in the clone, on the system Python (no other found).
+    cfg = (checkout / ".venv" / "pyvenv.cfg").read_text()
+    assert re.search(rf"^home = {re.escape(str(python.parent))}$", cfg, re.M), cfg
+    # The failover, as the demo tells it: 503s on the primary, a swap, the fallback answers;
+    # then the error inside a 200 stream the client never sees; then traffic returns.
+    out = run.stdout
+    assert f"attempt 1  {PRIMARY}  ERROR 503 unavailable" in out, out
+    assert re.search(rf"^ *\S+  swap {PRIMARY} -> {FALLBACK} ", out, re.M), out
+    assert f"answer from {FALLBACK}: 'Hello from Claude, direct.'" in out, out
+    assert f"attempt 1 probe  {PRIMARY}  ERROR 503 unavailable (in stream)" in out, out
+    assert "the client never saw the error" in out, out
+    assert f"answer from {PRIMARY}: 'Hello from Claude via OpenRouter.'" in out, out
+    assert _snapshot(site, stdlib) == before, "the system Python was changed"
 
 
 def _script() -> ModuleType:
