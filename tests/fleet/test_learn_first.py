@@ -52,6 +52,9 @@ def test_a_late_process_sends_nothing_to_a_route_the_fleet_knows_is_dead(
             "config": BASE,
             "mode": mode,
             "first_call": P,
+            # What a process does once its first sync is in: the default bound (50 ms) is for
+            # a production machine; four test workers on two cores can take longer to connect.
+            "first_sync_s": 2.0,
         }
         late.append(Worker(f"late{i}-{mode}", spec, tmp_path))
     try:

@@ -58,8 +58,9 @@ def main(spec: dict[str, Any]) -> int:
     client = httpx.Client()
     runner = asyncio.Runner()
     aclient = runner.run(_aclient())
+    bounds = {"first_sync_s": spec["first_sync_s"]} if "first_sync_s" in spec else {}
     store = RedisHealth.from_url(
-        spec["redis"], prefix=spec.get("prefix", "swerve"), telemetry=recorder.telemetry
+        spec["redis"], prefix=spec.get("prefix", "swerve"), telemetry=recorder.telemetry, **bounds
     )
     failover = Failover(FallbackConfig(**spec["config"]), store, telemetry=recorder.telemetry)
 
