@@ -28,7 +28,9 @@ from ._servers import RedisServer, wait_for
 
 P = "primary/fake-model"
 F = "fallback/claude-fake"
-CONFIG = FallbackConfig(fallbacks={P: F}, max_retries=0, jitter=False, cooldown_s=60)
+CONFIG = FallbackConfig(
+    fallbacks={P: F}, max_retries=0, jitter=False, cooldown_s=60, attempt_timeout_s=60
+)
 
 
 @pytest.fixture

@@ -291,7 +291,7 @@ def test_sdk_retries_on_a_route_model_warn_once_at_construction(fake: FakeProvid
                 F: chat_anthropic(fake, "fallback"),
             },
             primary=P,
-            config=seed_config(),
+            config=seed_config(attempt_timeout_s=60),
             health=MemoryHealth(),
         )
     import warnings
@@ -302,7 +302,7 @@ def test_sdk_retries_on_a_route_model_warn_once_at_construction(fake: FakeProvid
         FailoverChatModel(
             routes={P: chat_openai(fake, "primary"), F: chat_anthropic(fake, "fallback")},
             primary=P,
-            config=seed_config(),
+            config=seed_config(attempt_timeout_s=60),  # a time limit: no SwerveTimeoutWarning
             health=MemoryHealth(),
         )
 

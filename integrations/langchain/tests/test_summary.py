@@ -129,7 +129,9 @@ async def test_wrappers_without_a_store_share_the_process_wide_one_and_say_so(
         return FailoverChatModel(
             routes={primary: chat_openai(fake, "primary"), fallback: chat_openai(fake, "fallback")},
             primary=primary,
-            config=FallbackConfig(fallbacks={primary: fallback}, max_retries=0, **config),
+            config=FallbackConfig(
+                fallbacks={primary: fallback}, max_retries=0, attempt_timeout_s=60, **config
+            ),
         )
 
     fake.script("primary", [Fault.status(503)])
@@ -145,7 +147,7 @@ async def test_wrappers_without_a_store_share_the_process_wide_one_and_say_so(
     alone = FailoverChatModel(
         routes={primary: chat_openai(fake, "primary"), fallback: chat_openai(fake, "fallback")},
         primary=primary,
-        config=FallbackConfig(fallbacks={primary: fallback}, max_retries=0),
+        config=FallbackConfig(fallbacks={primary: fallback}, max_retries=0, attempt_timeout_s=60),
         health=MemoryHealth(),
     )
     own = await answer(alone, mode)

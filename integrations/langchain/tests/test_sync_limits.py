@@ -1,7 +1,8 @@
 """swerve's time limits hold in sync code too, whatever the route models' own timeouts.
 
-Route models are built as the docs build them (no ``timeout=``): the openai and anthropic
-SDKs would wait 600 s for a provider that hangs. Sync calls get a per-request timeout where
+Route models are built as the docs build them (no ``timeout=``): LangChain then hands the
+openai and anthropic SDKs no timeout at all, so they would wait for a provider that hangs
+for as long as it hangs. Sync calls get a per-request timeout where
 the SDK takes one (ChatOpenAI, ChatAnthropic, ChatOpenRouter); any other model, and any
 runnable, is waited for in a worker thread abandoned at the limit, with a
 ``SwerveTimeoutWarning``. Every case hangs the primary and asserts that the call ends within

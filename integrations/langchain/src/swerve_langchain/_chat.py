@@ -36,7 +36,7 @@ from ._callbacks import (
 )
 from ._chunks import CHAT_SPEC
 from ._failover import make_failover, summary, warn_retries
-from ._limits import SyncLimits
+from ._limits import SyncLimits, warn_no_limit
 from ._route_model import RouteModel
 
 __all__ = ["RESET_KEY", "FailoverChatModel"]
@@ -59,6 +59,9 @@ class FailoverChatModel(BaseChatModel):
     ``swerve.stream_reset`` custom event, marking the new route's first chunk.
 
     Build route models with ``max_retries=0``: their own retries hide failures from swerve.
+    Give a fixed ``config`` a time limit (``attempt_timeout_s``): without one, a route model
+    with no timeout of its own waits on a hung provider as long as its client does, and the
+    model warns at construction (:class:`SwerveTimeoutWarning`).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -80,10 +83,12 @@ class FailoverChatModel(BaseChatModel):
     @model_validator(mode="after")
     def _setup(self) -> Self:
         health: HealthStore | None = self.health
-        self._failover = make_failover(self.failover, self.config, health)
+        config = self.config
+        self._failover = make_failover(self.failover, config, health)
         self.failover = self.config = self.health = None  # one source of truth: _failover
         self._resolve()
         warn_retries(self.routes, stacklevel=5)
+        warn_no_limit(config, self.routes, stacklevel=5)
         return self
 
     def _resolve(self) -> None:

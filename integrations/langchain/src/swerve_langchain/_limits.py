@@ -19,9 +19,11 @@ import queue
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
+
+from langchain_core.runnables import RunnableBinding
 
 from swerve import Attempt, FallbackConfig, PartKind
 from swerve.adapters import AttemptTimeout
@@ -33,16 +35,24 @@ __all__ = [
     "bounded_stream",
     "has_request_timeout",
     "request_timeout",
+    "warn_no_limit",
 ]
 
 T = TypeVar("T")
 
 
 class SwerveTimeoutWarning(UserWarning):
-    """A sync attempt ran into one of swerve's time limits on a route swerve cannot stop (a
-    model without a per-request timeout, or a runnable): swerve stopped waiting, failed the
-    attempt as a timeout and moved on; the abandoned call runs on in a background thread
-    until it ends by itself."""
+    """A route's wait is not bounded as swerve's time limits would bound it. Either:
+
+    * at a call: a sync attempt ran into one of swerve's time limits on a route swerve cannot
+      stop (a model without a per-request timeout, or a runnable): swerve stopped waiting,
+      failed the attempt as a timeout and moved on; the abandoned call runs on in a
+      background thread until it ends by itself;
+    * at construction (once per wrapper): the wrapper's config sets no time limit (neither
+      ``attempt_timeout_s`` nor ``deadline_s``) and some route has no timeout of its own, so
+      a request that hangs there is waited for as long as its client waits (LangChain builds
+      the openai and anthropic clients with no timeout at all) before swerve can fail over.
+    """
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +158,82 @@ def request_timeout(model: object, call: dict[str, Any], seconds: float | None) 
 
 def has_request_timeout(model: object) -> bool:
     return _family(model) is not None
+
+
+# -- no limit at all ----------------------------------------------------------------------------
+def _bounds(timeout: Any) -> bool:
+    """Whether a client timeout ends a request that hangs waiting for its answer: a read
+    limit, in any of the forms the SDKs take."""
+    if timeout is None or isinstance(timeout, bool):
+        return False
+    if isinstance(timeout, int | float):
+        return timeout > 0  # langchain-anthropic reads 0 or less as "the SDK's default"
+    if isinstance(timeout, tuple | list):
+        return len(timeout) > 1 and timeout[1] is not None  # (connect, read[, write, pool])
+    if hasattr(timeout, "read"):  # an httpx.Timeout
+        return timeout.read is not None
+    return True  # a form the SDKs do not document: trust that it bounds
+
+
+def _has_own_timeout(value: object) -> bool:
+    """Whether a route's model (or a binding of one) ends a hung request by itself, by the
+    timeout its calls would get with no limit of swerve's: one bound on the route, else the
+    model's own (as :func:`request_timeout` reads them). Other models and runnables: no."""
+    bound: dict[str, Any] = {}
+    model: Any = value
+    while isinstance(model, RunnableBinding):
+        bound = {**model.kwargs, **bound}  # an outer binding's kwargs win, as in a call
+        model = model.bound
+    family = _family(model)
+    if family == "openai":
+        if "timeout" in bound:
+            return _bounds(bound["timeout"])
+        own = _client_timeout(model, "root_client")
+        return _bounds(own if own is not None else getattr(model, "request_timeout", None))
+    if family == "anthropic":
+        if "timeout" in bound:
+            return _bounds(bound["timeout"])
+        return _bounds(getattr(model, "default_request_timeout", None))
+    if family == "openrouter":
+        config = getattr(getattr(model, "client", None), "sdk_configuration", None)
+        owns = [bound.get("timeout_ms"), getattr(model, "request_timeout", None)]
+        return any(_bounds(o) for o in [*owns, getattr(config, "timeout_ms", None)])
+    return False
+
+
+def warn_no_limit(
+    config: FallbackConfig | None, routes: Mapping[str, object], stacklevel: int = 3
+) -> None:
+    """Warn once per wrapper when ``config`` (a fixed one: None is read from the environment
+    per call) sets no attempt or call time limit and a route has no timeout of its own: a
+    hung request there holds the call, sync or async, for as long as its client waits."""
+    if config is None or not config.enabled:
+        return
+    if config.attempt_timeout_s is not None or config.deadline_s is not None:
+        return
+    unbounded = [
+        f"{route} ({type(_unbound(value)).__name__})"
+        for route, value in routes.items()
+        if not _has_own_timeout(value)
+    ]
+    if unbounded:
+        warnings.warn(
+            "swerve: the config sets no time limit (attempt_timeout_s, deadline_s) and these "
+            f"routes have no timeout of their own: {', '.join(unbounded)}. A request that "
+            "hangs there holds the call until its client gives up, and only then can swerve "
+            "fail over: ChatOpenAI, ChatAnthropic and ChatOpenRouter built without a timeout "
+            "never give up (LangChain turns off the openai and anthropic SDKs' 600 s default); "
+            "other models and runnables, only if their insides set a timeout. Set "
+            'attempt_timeout_s in the FallbackConfig (docs/langchain.md, "Limits").',
+            SwerveTimeoutWarning,
+            stacklevel=stacklevel,
+        )
+
+
+def _unbound(value: object) -> object:
+    while isinstance(value, RunnableBinding):
+        value = value.bound
+    return value
 
 
 # -- worker threads -----------------------------------------------------------------------------

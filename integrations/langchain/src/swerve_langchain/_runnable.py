@@ -34,7 +34,7 @@ from swerve import (
 from ._callbacks import aannounce, announce, anotifier, notifier
 from ._chunks import part_of
 from ._failover import make_failover, summary, warn_retries
-from ._limits import SyncLimits, bounded_call, bounded_stream
+from ._limits import SyncLimits, bounded_call, bounded_stream, warn_no_limit
 
 __all__ = ["RunnableFailover", "with_failover"]
 
@@ -82,13 +82,15 @@ class RunnableFailover(RunnableSerializable[Any, Any]):
             if not isinstance(value, Runnable):
                 raise TypeError(f"runnables[{name!r}] is a {type(value).__name__}, not a Runnable")
         health: HealthStore | None = self.health
-        self._failover = make_failover(self.failover, self.config, health)
+        config = self.config
+        self._failover = make_failover(self.failover, config, health)
         self.failover = self.config = self.health = None
         for name in self.runnables:
             self._failover.route(name)
         self._requested = self._failover.route(self.primary)
         if self.warn:
             warn_retries(self.runnables, stacklevel=6)
+            warn_no_limit(config, self.runnables, stacklevel=6)
         return self
 
     @property
