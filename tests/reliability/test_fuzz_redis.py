@@ -233,6 +233,8 @@ def test_a_live_store_survives_whatever_redis_holds(
     assert health.sharing and live.downs() == 0
     # The reader still applies news after all that.
     now = clock.now
+    live.raw.hset(f"{{{PREFIX}:c/o}}:cool", mapping={  # the key is the truth; the message a nudge
+        "until": now + 5, "streak": 0, "forget_at": now + 35, "reason": "unavailable"})  # fmt: skip
     live.raw.publish(f"{PREFIX}:events", json.dumps({
         "op": "cool", "route": "c/o", "until": now + 5, "streak": 0, "forget_at": now + 35,
         "reason": "unavailable"}))  # fmt: skip

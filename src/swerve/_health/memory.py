@@ -7,6 +7,7 @@ the clock: a cooldown granted for 10 s lasts 10 s whichever way the clock jumps 
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Container
 from dataclasses import replace
@@ -16,7 +17,7 @@ from .._engine.config import BreakerConfig
 from .breaker import Admission, Admitted, Breaker, BreakerState, BreakerTransition, Outcome
 from .cooldown import Cooldown, CooldownRule, Cooling, RouteHealth
 
-__all__ = ["DEFAULT_MAX_ROUTES", "STEP_TOLERANCE_S", "MemoryHealth"]
+__all__ = ["DEFAULT_MAX_ROUTES", "MAX_DRAIN_S", "STEP_TOLERANCE_S", "MemoryHealth", "check_drain"]
 
 
 STEP_TOLERANCE_S = 0.25
@@ -27,6 +28,19 @@ baseline, so many small steps add up to one that is corrected: no series of them
 cooldown by more than this."""
 DEFAULT_MAX_ROUTES = 10_000
 """Routes a :class:`MemoryHealth` keeps cooldowns, and breakers, for (each, separately)."""
+MAX_DRAIN_S = 7 * 86400.0
+"""The longest drain: every store refuses more (``swerve routes drain --for`` too), and a drain
+read from Redis never lasts longer than this from now."""
+
+
+def check_drain(route: str, until: float, now: float) -> None:
+    """Raise ValueError unless a drain of ``route`` until ``until`` is one any store takes:
+    finite, after ``now``, at most :data:`MAX_DRAIN_S` from it."""
+    if not (math.isfinite(until) and now < until <= now + MAX_DRAIN_S):
+        raise ValueError(
+            f"drain {route}: it must end after now and at most {MAX_DRAIN_S:g} s "
+            f"({MAX_DRAIN_S / 86400:g} days) from now, not {until - now:.6g} s"
+        )
 
 
 class MemoryHealth:
@@ -323,6 +337,8 @@ class MemoryHealth:
             del self._notices[: -self._max]  # nobody calls: keep the newest only
 
     def drain(self, route: str, until: float, now: float) -> None:
+        """Degrade ``route`` until ``until`` (see :func:`check_drain`: ValueError otherwise)."""
+        check_drain(route, until, now)
         self._observe(now)
         with self._lock:
             entry = self._live(route, now)

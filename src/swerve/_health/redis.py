@@ -3,12 +3,13 @@
 A call never waits on Redis for a healthy route. Each process keeps a local view (a
 :class:`MemoryHealth`) that answers every read; its own changes apply there at once and go to
 Redis from a writer thread; other processes' changes arrive on a pub/sub channel, read by a
-reader thread, which also resyncs the whole view on every (re)connect (both threads:
-:mod:`swerve._health.redis_sync`). Only claiming a probe (of a recovering route, or of a half-open
-breaker) asks Redis on the call's path, because "exactly one, fleet-wide" needs the server's
-atomic answer; async callers do that on a worker thread, so their event loop never blocks.
-When Redis is away, every call runs on the local view, and what it learned meanwhile is
-merged back (never shortening anything) on return.
+reader thread (a message only names what changed: the reader applies what the route's keys
+hold, so a message no key backs changes nothing), which also resyncs the whole view on every
+(re)connect (both threads: :mod:`swerve._health.redis_sync`). Only claiming a probe (of a
+recovering route, or of a half-open breaker) asks Redis on the call's path, because "exactly
+one, fleet-wide" needs the server's atomic answer; async callers do that on a worker thread,
+so their event loop never blocks. When Redis is away, every call runs on the local view, and
+what it learned meanwhile is merged back (never shortening anything) on return.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from .._engine.config import BreakerConfig, FallbackConfig
 from .._telemetry.telemetry import Telemetry, default_telemetry
 from .breaker import Admission, Admitted, BreakerState, BreakerTransition, Outcome
 from .cooldown import Cooldown, CooldownRule, RouteHealth
-from .memory import MemoryHealth
+from .memory import MemoryHealth, check_drain
 from .redis_client import client_from_url, refused, safe_url
 from .redis_sync import RedisSync
 from .redis_wire import MAX_DRAIN_S, Bounds, RedisWire, Rejected
@@ -282,11 +283,7 @@ class RedisHealth:
         """Degrade ``route`` fleet-wide until ``until``, at most :data:`MAX_DRAIN_S` from
         ``now`` (raises ValueError beyond it, before anything is written; a redis error if
         Redis cannot be reached). Redis applies it whole or not at all."""
-        if not (math.isfinite(until) and now < until <= now + MAX_DRAIN_S):
-            raise ValueError(
-                f"drain {route}: it must end after now and at most {MAX_DRAIN_S:g} s "
-                f"({MAX_DRAIN_S / 86400:g} days) from now, not {until - now:.6g} s"
-            )
+        check_drain(route, until, now)
         self._wire.run(
             "DRAIN",
             self._wire.keys(route, "cool", "probe"),

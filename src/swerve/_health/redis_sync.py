@@ -459,12 +459,23 @@ class RedisSync:
                 self._local.adopt_breaker(route, open_until, now)
 
     def _on_message(self, data: bytes | str) -> None:
-        message = message_from_json(data, self._clock.time(), self.bounds)
+        now = self._clock.time()
+        message = message_from_json(data, now, self.bounds)
         if isinstance(message, Rejected):
             # Not ours (another writer on the channel), from a newer swerve, or hostile: a
             # message we cannot read is dropped, never mistaken for a broken connection.
             self.reject(message)
             return
+        # What the route's keys hold is applied, not what the message says. A Redis error
+        # here is the connection's (WRONGTYPE comes back as a rejection): the reader's loop.
+        backed = self._wire.backed(message, now, self.bounds)
+        if isinstance(backed, Rejected):
+            # Our own message, superseded before its echo came back (a clear after a
+            # cooldown), is no news: dropped without a warning.
+            if backed.reason != "unbacked" or message.sender != self._wire.me:
+                self.reject(backed)
+            return
+        message = backed
         if message.bounded:
             self.reject(Rejected("out_of_bounds", f"a {message.op} message for {message.route} "
                                  "ends later than its bound allows: cut to the bound"))  # fmt: skip
@@ -495,8 +506,12 @@ class RedisSync:
             # back into the local view since clear() (our own cooldown's echo) is older.
             local.forget(route)
             local.adopt_breaker(route, None, now)
-        elif op == "drain" and not mine and message.at is not None:
-            local.drain(route, message.at, now)
+        elif op == "drain" and not mine and message.cooling is not None:
+            cooling = message.cooling
+            if cooling.reason == "drained" and cooling.until > now:
+                local.drain(route, cooling.until, now)
+            else:  # cooled since (the drain's time kept, or cut to the bound): a cooldown
+                local.adopt(route, cooling, now)
 
 
 def _waiter(fd: int) -> select.poll | None:

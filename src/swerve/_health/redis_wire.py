@@ -9,13 +9,14 @@ import math
 import re
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .._engine.config import DEFAULT_COOLDOWN_MAX_S, BreakerConfig
 from . import redis_scripts as scripts
 from .breaker import BreakerState
 from .cooldown import Cooling, RouteHealth
+from .memory import MAX_DRAIN_S  # one bound for every store, and for what Redis holds
 
 __all__ = [
     "MAX_DRAIN_S",
@@ -39,9 +40,6 @@ __all__ = [
 
 MAX_MESSAGE_BYTES = 4096
 """A channel message longer than this is dropped before it is parsed (swerve's are ~200 B)."""
-MAX_DRAIN_S = 7 * 86400.0
-"""The longest drain: ``swerve routes drain --for`` refuses more, and a drain read from Redis
-never lasts longer than this from now."""
 MAX_STREAK = 64  # failed probes in a row: 2**32 times any base cooldown is past any cap already
 MAX_REASON_CHARS = 64  # a failure kind ("rate_limited") or "drained"
 MAX_ROUTE_CHARS = 512
@@ -49,10 +47,12 @@ DEFAULT_MAX_OPEN_S = BreakerConfig().max_open_s
 DEFAULT_LEASE_S = 600.0  # an attempt's default time limit: the longest probe lease by default
 
 REJECT_REASONS = frozenset(
-    {"too_large", "not_json", "shape", "route", "value", "out_of_bounds", "wrong_type", "script"}
-)
+    {"too_large", "not_json", "shape", "route", "value", "out_of_bounds", "wrong_type", "script",
+     "unbacked"}
+)  # fmt: skip
 """The values of ``swerve.reason`` on ``swerve.store.rejected``: why a value was dropped (or,
-for ``out_of_bounds``, cut to its bound)."""
+for ``out_of_bounds``, cut to its bound; ``unbacked``: a channel message the route's keys do
+not hold)."""
 
 
 @dataclass(slots=True)
@@ -146,6 +146,60 @@ class RedisWire:
     def ping(self) -> None:
         self._client.ping()
 
+    def backed(self, message: Message, now: float, bounds: Bounds) -> Message | Rejected:
+        """``message`` as the route's keys hold it now, or why they do not back it. The keys
+        are the truth (``swerve routes`` and every later process read them); a message only
+        says which route changed. So a message nobody's key holds (forged, or superseded by a
+        later change) cannot take a route out, or bring one back, here alone. One or two key
+        reads, checked like the resync's: for the reader thread, never a call's path."""
+        op, route = message.op, message.route
+        unbacked = Rejected(
+            "unbacked", f"a {op} message for {_shown(route)}: Redis holds no such state"
+        )
+        if op in ("cool", "drain", "recover", "clear"):
+            fields = self._hash(self.keys(route, "cool")[0])
+            cooling = (
+                fields if isinstance(fields, Rejected) else cooling_from_hash(fields, now, bounds)
+            )
+            if isinstance(cooling, Rejected):
+                return cooling
+            if cooling is not None and cooling.forget_at <= now:
+                cooling = None  # ended: the same as no key
+            if op in ("cool", "drain"):  # the key's cooldown, not the message's
+                return unbacked if cooling is None else replace(message, cooling=cooling)
+            if cooling is not None:  # a recover or clear leaves no cooldown behind
+                return unbacked
+            if op == "recover":
+                return message
+        if op in ("breaker", "clear"):
+            fields = self._hash(self.keys(route, "brk")[0])
+            open_until = (
+                fields if isinstance(fields, Rejected) else breaker_from_hash(fields, now, bounds)
+            )
+            if isinstance(open_until, Rejected):
+                return open_until
+            if op == "clear" or message.at is None:  # closed: its key is gone
+                return message if open_until is None else unbacked
+            return unbacked if open_until is None else replace(message, at=open_until)
+        if op in ("probe", "release"):
+            left_ms = int(self._client.pttl(self.keys(route, "probe")[0]))  # -2: none, -1: no TTL
+            if op == "release":
+                return message if left_ms == -2 else unbacked
+            if left_ms <= 0 or message.at is None:
+                return unbacked
+            return replace(message, at=min(message.at, now + min(left_ms / 1000, bounds.lease_s)))
+        return message
+
+    def _hash(self, name: str) -> Mapping[Any, Any] | Rejected:
+        """The fields of the hash ``name`` (empty when it does not exist)."""
+        import redis
+
+        try:
+            fields: Mapping[Any, Any] = self._client.hgetall(name)
+        except redis.ResponseError:  # WRONGTYPE: not a hash, not ours
+            return Rejected("wrong_type", f"{_shown(name)} is not a hash")
+        return fields
+
     def release_slot(self, key: str, token: str) -> None:
         """Give back the half-open breaker slot ``token`` holds in ``key``."""
         self._client.zrem(key, token)
@@ -156,8 +210,6 @@ class RedisWire:
         """Every route's cooldown and every breaker's open end (open or half-open) that Redis
         holds, read now and checked: a key that fails (a wrong type, a bad field) is passed to
         ``reject`` and skipped, never raised, so one bad key cannot stop a resync."""
-        import redis
-
         coolings: dict[str, Cooling] = {}
         breakers: dict[str, float] = {}
         for kind in ("cool", "brk"):
@@ -165,10 +217,9 @@ class RedisWire:
                 if (bad := _bad_route(route, keyed=True)) is not None:
                     reject(bad)
                     continue
-                try:
-                    fields = self._client.hgetall(name)
-                except redis.ResponseError:  # WRONGTYPE: not a hash, not ours
-                    reject(Rejected("wrong_type", f"{_shown(name)} is not a hash"))
+                fields = self._hash(name)
+                if isinstance(fields, Rejected):
+                    reject(fields)
                     continue
                 if kind == "cool":
                     cooling = cooling_from_hash(fields, now, bounds)
