@@ -108,13 +108,22 @@ def test_dashboard_has_the_panels_and_variables() -> None:
     assert {title: p["type"] for title, p in panels.items()} == {
         "Degraded routes": "state-timeline",
         "Circuit breaker state": "state-timeline",
+        "swerve alerts (route and chain)": "state-timeline",
         "Currently degraded routes": "table",
         "Health store": "timeseries",
+        "Error rate by requested route": "timeseries",
+        "Calls moved away per minute (skips + swaps) by route": "timeseries",
         "Swaps per minute (from -> to, reason)": "timeseries",
         "Retries per minute by route and error type": "timeseries",
         "Attempt outcomes per minute by route and error type": "timeseries",
+        "Call duration by requested route (p50 / p95)": "timeseries",
+        "Attempt duration by route (p50 / p95)": "timeseries",
         "Added latency from failover (p50 / p95)": "timeseries",
         "Time to first chunk (p50 / p95)": "timeseries",
+        "Cooldowns per minute by route": "timeseries",
+        "Recovery probes per minute by route and outcome": "timeseries",
+        "Swaps declined per minute by route and reason": "timeseries",
+        "Tokens used by failed attempts per minute by route and type": "timeseries",
     }
     variables = {v["name"]: v for v in board["templating"]["list"]}
     assert variables["datasource"]["type"] == "datasource"
@@ -145,8 +154,44 @@ def test_dashboard_has_the_panels_and_variables() -> None:
         "histogram_quantile(0.95",
     ]
     assert "swerve_call_added_latency_seconds_bucket" in latency[0]["expr"]
+    for title, metric, by in (
+        ("Call duration by requested route (p50 / p95)", "call_duration", "route_requested"),
+        ("Attempt duration by route (p50 / p95)", "attempt_duration", "route"),
+    ):
+        exprs = [t["expr"] for t in panels[title]["targets"]]
+        assert [e.split(",")[0] for e in exprs] == [
+            "histogram_quantile(0.5",
+            "histogram_quantile(0.95",
+        ]
+        assert all(
+            f"swerve_{metric}_seconds_bucket" in e and f"(le, swerve_{by})" in e for e in exprs
+        )
+    moved = panels["Calls moved away per minute (skips + swaps) by route"]["targets"]
+    assert [t["expr"].split("(rate(")[1].split("{")[0] for t in moved] == [
+        "swerve_route_skips_total",
+        "swerve_swaps_total",
+    ]
     ids = [p["id"] for p in board["panels"]]
-    assert len(ids) == len(set(ids))
+    assert ids == list(range(1, len(ids) + 1))  # numbered in grid order: stable across builds
+
+
+def test_dashboard_reads_top_down_health_errors_latency_decisions_waste() -> None:
+    # What an on-call engineer reads first is at the top; every row is filled edge to edge.
+    panels = _board()["panels"]
+    rows = [p["title"] for p in panels if p["type"] == "row"]
+    assert rows == [
+        "Route health",
+        "Errors and calls moved away",
+        "Latency",
+        "Cooldowns, probes and declined swaps",
+        "Token waste",
+    ]
+    cells = [p["gridPos"] for p in panels]
+    assert cells == sorted(cells, key=lambda g: (g["y"], g["x"]))
+    widths: dict[int, int] = {}
+    for cell in cells:
+        widths[cell["y"]] = widths.get(cell["y"], 0) + cell["w"]
+    assert set(widths.values()) == {24}
 
 
 def test_queries_and_rules_name_only_real_metrics_and_labels() -> None:
@@ -154,7 +199,7 @@ def test_queries_and_rules_name_only_real_metrics_and_labels() -> None:
     used = set()
     for expr in exprs:
         for token in re.findall(r"\bswerve_\w+", expr):
-            metric = token.removesuffix("_bucket")
+            metric = re.sub(r"_(bucket|count)$", "", token)
             assert metric in PROMETHEUS_NAMES.values() or token in LABELS, (token, expr)
             used.add(metric)
     assert {
@@ -168,8 +213,86 @@ def test_queries_and_rules_name_only_real_metrics_and_labels() -> None:
             names.METRIC_ADDED_LATENCY,
             names.METRIC_TIME_TO_FIRST_CHUNK,
             names.METRIC_STORE_UP,
+            names.METRIC_ROUTE_SKIPS,
+            names.METRIC_CALL_DURATION,
+            names.METRIC_ATTEMPT_DURATION,
+            names.METRIC_COOLDOWNS,
+            names.METRIC_PROBES,
+            names.METRIC_SWAPS_DECLINED,
+            names.METRIC_FAILOVER_TOKENS,
         )
     } <= used
+
+
+def _panel_expr(title: str) -> str:
+    """The panel's one query, with what Grafana puts for its variables (all routes)."""
+    [target] = next(p for p in _board()["panels"] if p["title"] == title)["targets"]
+    expr: str = target["expr"]
+    return expr.replace("$route", ".*").replace("$__rate_interval", "5m")
+
+
+def _count(requested: str, per_minute: int, error_type: str = "") -> dict[str, str]:
+    failed = f',error_type="{error_type}"' if error_type else f',swerve_route_served="{requested}"'
+    labels = f'swerve_route_requested="{requested}"{failed}'
+    return {
+        "series": f"swerve_call_duration_seconds_count{{{labels}}}",
+        "values": f"0+{per_minute}x10",
+    }
+
+
+def test_promtool_evaluates_the_panels_that_compute_more_than_a_rate(tmp_path: Path) -> None:
+    # Error rate: failed / all calls per requested route, 0 (not nothing) with no failure.
+    # Rare decisions: one 0 when nothing happened, only the real series once something did.
+    # Alerts: firing 2, pending 1. Evaluated by promtool, Prometheus's own engine.
+    declined = _panel_expr("Swaps declined per minute by route and reason")
+    tokens = _panel_expr("Tokens used by failed attempts per minute by route and type")
+    series = [
+        _count("a/x", 3),
+        _count("a/x", 1, "503"),
+        _count("b/y", 2),
+        {"series": 'swerve_swaps_declined_total{swerve_route="a/x",swerve_reason="deadline"}',
+         "values": "0+2x10"},
+        {"series": 'ALERTS{alertname="SwerveRouteDegraded",alertstate="firing",swerve_route="a/x"}',
+         "values": "1x10"},
+        {"series": 'ALERTS{alertname="SwerveHighSwapRate",alertstate="pending",swerve_route="a/x"}',
+         "values": "1x10"},
+    ]  # fmt: skip
+    zero = [{"labels": '{swerve_route="none"}', "value": 0}]
+    cases = [
+        (
+            _panel_expr("Error rate by requested route"),
+            [
+                {"labels": '{swerve_route_requested="a/x"}', "value": 0.25},
+                {"labels": '{swerve_route_requested="b/y"}', "value": 0},
+            ],
+        ),
+        (declined, [{"labels": '{swerve_route="a/x",swerve_reason="deadline"}', "value": 2}]),
+        (declined.replace("swerve_swaps_declined_total", "swerve_nothing_total"), zero),
+        (tokens, zero),
+        (
+            _panel_expr("swerve alerts (route and chain)"),
+            [
+                {"labels": '{alertname="SwerveRouteDegraded",swerve_route="a/x"}', "value": 2},
+                {"labels": '{alertname="SwerveHighSwapRate",swerve_route="a/x"}', "value": 1},
+            ],
+        ),
+    ]
+    test = {
+        "interval": "1m",
+        "input_series": series,
+        "promql_expr_test": [
+            {"expr": expr, "eval_time": "10m", "exp_samples": samples} for expr, samples in cases
+        ],
+    }
+    (tmp_path / "rules.yml").write_text("groups: []\n")
+    (tmp_path / "test.yml").write_text(
+        json.dumps({"rule_files": ["rules.yml"], "evaluation_interval": "1m", "tests": [test]})
+    )
+    run = subprocess.run(
+        [binary("promtool"), "test", "rules", "test.yml"],
+        cwd=tmp_path, capture_output=True, text=True,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
 
 
 def test_prometheus_names_are_what_the_exporter_produces() -> None:
