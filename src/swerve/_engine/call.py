@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar, cast
 
 from opentelemetry import trace
-from opentelemetry.context import Context
 from opentelemetry.trace import Span, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
@@ -48,7 +47,6 @@ from .._telemetry.names import (
     ERROR_TYPE,
     GEN_AI_RESPONSE_MODEL,
     ROUTE_SERVED,
-    STREAM,
 )
 from .._telemetry.telemetry import Telemetry
 from . import policy
@@ -137,16 +135,9 @@ class Call:
         self.time = CallTime(config, clock, derived.bound_s)
         # Untraced, the call makes no span and leaves the caller's context current: its
         # attempts hold its span (the caller's, recording nothing) and attach nothing.
-        self.context: Context | None = None
-        if self.telemetry.tracing():
-            self.span = self.telemetry.start_call(
-                wiring.operation, requested.name, requested.provider, requested.model
-            )
-            if stream:
-                self.span.set_attribute(STREAM, True)
-            self.context = trace.set_span_in_context(self.span)
-        else:
-            self.span = self.telemetry.untraced()
+        self.span, self.context = self.telemetry.start_call(
+            wiring.operation, requested.name, requested.provider, requested.model, stream
+        )
         self.stream = stream
         # A pinned call stays on its route whatever its health says, retries included.
         self.pinned = pinned

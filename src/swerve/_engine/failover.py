@@ -189,6 +189,10 @@ class Failover:
         )
         if config is not None:  # a shared store learns the config's bounds now, no waiting
             self._ready(config, False)
+        # Every series the config's routes can count starts at 0 now, not at its first
+        # increment, so a backend's rate() counts the first burst.
+        if (initial := config if self._env is None else self._env.current()) is not None:
+            telemetry.seed(initial)
 
     def with_classifiers(self, *classifiers: Classifier) -> Failover:
         """This Failover with ``classifiers`` tried before its own rules: the same config (or
@@ -222,6 +226,8 @@ class Failover:
             self._generation = self._env.generation
             self.health.clear()  # a new config starts from a clean slate
             self._own.clear()
+            if config is not None:  # its routes' series start at 0 too
+                self.telemetry.seed(config)
         return config
 
     def route(self, value: str | Route) -> Route:

@@ -27,11 +27,12 @@ from .._failures import Failure
 from .._version import __version__
 from . import names as n
 from .bounded import ERROR_TYPE_LIMIT, OVERFLOW, ROUTE_LIMIT, AttributeBounds, Attributes
-from .counts import Counts
+from .counts import Counts, configured_routes, zero_series
 from .decisions import DECISIONS, Decision, On, StoreChanged, Swapped
 from .redact import printable
 
 if TYPE_CHECKING:
+    from .._engine.config import FallbackConfig
     from .._health.store import HealthStore
 
 __all__ = ["ERROR_TYPE_LIMIT", "OVERFLOW", "ROUTE_LIMIT", "Telemetry"]
@@ -78,6 +79,8 @@ class Telemetry:
         self._health: weakref.WeakSet[HealthStore] = weakref.WeakSet()
         self._clock = clock
         self._bounds = AttributeBounds()
+        # Routes of the configs seeded (bounded): the gauges report them healthy from the start.
+        self._configured: frozenset[str] = frozenset()
 
         def counter(name: str, unit: str, description: str) -> Counts:
             counts = Counts(self._bounds)
@@ -131,9 +134,9 @@ class Telemetry:
     def _snapshots(self) -> dict[str, tuple[int, int]]:
         """Route -> (degraded, breaker state value), bounded like every route attribute: the
         routes past the limit are one OVERFLOW route, degraded if any of them is, its breaker
-        in the worst state any of them is in."""
+        in the worst state any of them is in. A configured route no store knows is healthy."""
         now = self._clock.time()
-        out: dict[str, tuple[int, int]] = {}
+        out = dict.fromkeys(self._configured, (0, 0))
         for store in list(self._health):
             for health in store.snapshot(now):
                 route = self._bounds.route(health.route)
@@ -163,6 +166,21 @@ class Telemetry:
         return [
             Observation(state, {n.ROUTE: route}) for route, (_, state) in self._snapshots().items()
         ]
+
+    def seed(self, config: FallbackConfig) -> None:
+        """A 0 in every counter series ``config``'s routes can count that is known before
+        anything happens (:func:`~swerve._telemetry.counts.zero_series`), and its routes in the
+        gauges as healthy: a backend's ``rate()`` then counts the first burst. When a Failover
+        is built or its config changes, never per call."""
+        if not config.enabled:  # swerve passes calls straight through: nothing is counted
+            return
+        zeros = zero_series(config)
+        self.attempts.seed(zeros[n.METRIC_ATTEMPTS])
+        self.failover_tokens.seed(zeros[n.METRIC_FAILOVER_TOKENS])
+        for kind, counts in self._decisions.items():
+            counts.seed(zeros.get(DECISIONS[kind].metric or "", ()))
+        routes = {self._bounds.route(route) for route in configured_routes(config)}
+        self._configured = self._configured | routes  # one assignment: the reader sees either
 
     # -- metric attributes ---------------------------------------------------------------------
     def bounded(self, attributes: Attributes) -> dict[str, AttributeValue]:
@@ -215,25 +233,36 @@ class Telemetry:
             return not isinstance(trace.get_tracer_provider(), _NO_TRACING)
         return self._traced
 
-    def untraced(self) -> Span:
-        """The span a call holds while :meth:`tracing` is off: the caller's span context, and
-        nothing recorded (what the no-op tracer's spans are)."""
-        current = trace.get_current_span()
-        if isinstance(current, NonRecordingSpan):
-            return current
-        return NonRecordingSpan(current.get_span_context())
-
-    def start_call(self, operation: str, requested: str, provider: str, model: str) -> Span:
-        return self.tracer.start_span(
+    def start_call(
+        self, operation: str, requested: str, provider: str, model: str, stream: bool
+    ) -> tuple[Span, Context | None]:
+        """The call's span and the context its attempts run in. Untraced (see :meth:`tracing`)
+        the span is the caller's, recording nothing (what the no-op tracer's spans are), and
+        the context None: nothing is attached, the caller's context stays current."""
+        # tracing(), written out: every call starts here.
+        if self._proxy:
+            traced = not isinstance(trace.get_tracer_provider(), _NO_TRACING)
+        else:
+            traced = self._traced
+        if not traced:
+            current = trace.get_current_span()
+            if not isinstance(current, NonRecordingSpan):
+                current = NonRecordingSpan(current.get_span_context())
+            return current, None
+        attributes: dict[str, AttributeValue] = {
+            n.GEN_AI_OPERATION_NAME: operation,
+            n.GEN_AI_PROVIDER_NAME: provider,
+            n.GEN_AI_REQUEST_MODEL: model,
+            n.ROUTE_REQUESTED: requested,
+        }
+        if stream:
+            attributes[n.STREAM] = True
+        span = self.tracer.start_span(
             n.SPAN_CALL.format(operation=operation, route=requested),
             kind=SpanKind.INTERNAL,
-            attributes={
-                n.GEN_AI_OPERATION_NAME: operation,
-                n.GEN_AI_PROVIDER_NAME: provider,
-                n.GEN_AI_REQUEST_MODEL: model,
-                n.ROUTE_REQUESTED: requested,
-            },
+            attributes=attributes,
         )
+        return span, trace.set_span_in_context(span)
 
     def start_attempt(
         self,
