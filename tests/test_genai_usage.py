@@ -15,7 +15,7 @@ import httpx
 import httpx2
 import pytest
 
-from swerve import Failover, FallbackConfig
+from swerve import Failover, FallbackConfig, Route
 from swerve._telemetry import names as names
 from swerve.httpx import Upstream
 from swerve.testing import FakeProvider, Fault, Reply
@@ -143,3 +143,57 @@ def test_truncated_stream_reports_error(
     with pytest.raises(httpx.RemoteProtocolError), http.stream("POST", url, json=body) as r:
         r.read()
     assert _usage(otel) == [(OR, None, None, ("error",))]
+
+
+# --- what the wire said, not the route's name parts ----------------------------------------------
+def _wire_named(fake: FakeProvider) -> dict[str, Upstream]:
+    """The routes of _upstreams, each sending a model name of its own on the wire."""
+    ups = _upstreams(fake)
+    return {
+        route: Upstream(
+            up.base_url, wire=up.wire, api_key="k", model=f"{Route.parse(route).model}-2026"
+        )
+        for route, up in ups.items()
+    }
+
+
+def _facts(otel: Otel) -> list[dict[str, object]]:
+    keys = (
+        names.GEN_AI_REQUEST_MODEL, names.GEN_AI_RESPONSE_MODEL, names.GEN_AI_RESPONSE_ID,
+        names.SERVER_ADDRESS, names.SERVER_PORT,
+        names.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, names.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS,
+    )  # fmt: skip
+    return [
+        {k: attrs.get(k) for k in keys}
+        for attrs in (dict(s.attributes or {}) for s in otel.attempt_spans())
+    ]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("route", [OR, AN])
+def test_attempt_spans_name_the_wires_models_response_id_server_and_cache_tokens(
+    mode: Mode, fake: FakeProvider, failover: Failover, otel: Otel, route: str, stream: bool
+) -> None:
+    provider = Route.parse(route).provider
+    fake.set_reply(provider, Reply(text="one two three", usage=(12, 7), cached=(8, 2)))
+    http = mode.client(_wire_named(fake), failover=failover, module=httpx2)
+    kwargs: dict[str, Any] = {"stream_options": {"include_usage": True}} if route == OR else {}
+    if route == OR:
+        mode.openai(http).create(model=route, messages=MESSAGES, stream=stream, **kwargs)
+    elif stream:
+        mode.anthropic(http).final_message(model=route, max_tokens=10, messages=MESSAGES)
+    else:
+        mode.anthropic(http).create(model=route, max_tokens=10, messages=MESSAGES)
+    sent = f"{Route.parse(route).model}-2026"
+    (facts,) = _facts(otel)
+    rid = facts.pop(names.GEN_AI_RESPONSE_ID)
+    assert isinstance(rid, str) and rid.startswith("msg_" if route == AN else ("gen-", "chatcmpl-"))
+    assert facts == {
+        names.GEN_AI_REQUEST_MODEL: sent,  # the Upstream's model, not the route's "gpt-x"
+        names.GEN_AI_RESPONSE_MODEL: fake.received(provider)[-1]["model"],  # what it answered
+        names.SERVER_ADDRESS: "127.0.0.1",
+        names.SERVER_PORT: fake.port,
+        names.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: 8,
+        # OpenAI reports cache reads only.
+        names.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS: 2 if route == AN else None,
+    }

@@ -165,7 +165,13 @@ def emitted() -> Iterator[dict[str, Any]]:
 
         # Usage an adapter reported, on a failed attempt (failover's cost) and a served one.
         def used(attempt: Any) -> str:
-            attempt.report_usage(input_tokens=12, output_tokens=3, finish_reasons=["length"])
+            attempt.report_usage(
+                input_tokens=12, output_tokens=3, finish_reasons=["length"],
+                cache_read_tokens=8, cache_write_tokens=2,
+            )  # fmt: skip
+            # What the wire said: the model sent and the one that answered, the server, the id.
+            attempt.report_request("model-b-2026", server_address="127.0.0.1", server_port=443)
+            attempt.report_response("model-b-2026-01-01", "resp-1")
             if attempt.retry == 0:
                 raise httpx.RemoteProtocolError("peer closed connection")
             return "ok"

@@ -275,13 +275,7 @@ class Call:
             )
         )
         self.telemetry.end_attempt(
-            self.attempt_span,
-            route,
-            self.current.model,
-            outcome,
-            failure,
-            duration,
-            self.attempt.usage,
+            self.attempt_span, route, self.attempt, outcome, failure, duration
         )
         return now
 
@@ -554,9 +548,10 @@ class Call:
         span = self.span
         if span.is_recording():  # else the attributes go nowhere: none is built
             # _summarise(), written out: every served call ends here.
+            answered = self.attempt  # the serving attempt: what the wire said it answered with
             attrs: dict[str, AttributeValue] = {
                 ROUTE_SERVED: served.name,
-                GEN_AI_RESPONSE_MODEL: served.model,
+                GEN_AI_RESPONSE_MODEL: answered.response_model or answered.request_model,
                 CALL_ATTEMPTS: len(records),
             }
             if len(records) > 1:

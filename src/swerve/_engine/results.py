@@ -55,11 +55,17 @@ class Attempt:
     """
 
     __slots__ = (
+        "_cache_read_tokens",
+        "_cache_write_tokens",
         "_effects",
         "_finish_reasons",
         "_input_tokens",
         "_limited",
         "_output_tokens",
+        "_request_model",
+        "_response_id",
+        "_response_model",
+        "_server",
         "number",
         "read_timeout",
         "requested",
@@ -96,6 +102,12 @@ class Attempt:
         self._input_tokens: int | None = None
         self._output_tokens: int | None = None
         self._finish_reasons: list[str] = []
+        self._cache_read_tokens: int | None = None
+        self._cache_write_tokens: int | None = None
+        self._request_model: str | None = None
+        self._response_model: str | None = None
+        self._response_id: str | None = None
+        self._server: tuple[str, int | None] | None = None
 
     def timeout_or(self, default: D) -> float | D:
         """swerve's limit for this attempt when there is one (``timeout``: 0.0 once it has
@@ -122,20 +134,75 @@ class Attempt:
         input_tokens: int | None = None,
         output_tokens: int | None = None,
         finish_reasons: Iterable[str] = (),
+        cache_read_tokens: int | None = None,
+        cache_write_tokens: int | None = None,
     ) -> None:
         """What the provider said about this attempt, as the adapter reads it: a token count
         given replaces the one before (providers report running totals), and each finish
-        reason is added (one per choice). The attempt's span carries them when it ends, and a
-        failed attempt's tokens count as what failover cost."""
+        reason is added (one per choice). ``cache_read_tokens``/``cache_write_tokens``: the
+        input tokens read from, and written to, the provider's prompt cache. The attempt's
+        span carries them when it ends, and a failed attempt's tokens count as what failover
+        cost."""
         if input_tokens is not None:
             self._input_tokens = input_tokens
         if output_tokens is not None:
             self._output_tokens = output_tokens
+        if cache_read_tokens is not None:
+            self._cache_read_tokens = cache_read_tokens
+        if cache_write_tokens is not None:
+            self._cache_write_tokens = cache_write_tokens
         self._finish_reasons.extend(finish_reasons)
 
     @property
     def usage(self) -> Usage:
-        return Usage(self._input_tokens, self._output_tokens, tuple(self._finish_reasons))
+        return Usage(
+            self._input_tokens,
+            self._output_tokens,
+            tuple(self._finish_reasons),
+            self._cache_read_tokens,
+            self._cache_write_tokens,
+        )
+
+    def report_request(
+        self,
+        model: str | None = None,
+        server_address: str | None = None,
+        server_port: int | None = None,
+    ) -> None:
+        """What this attempt asked for on the wire: the model name it sent (a route's name
+        need not be the provider's: ``Upstream(model=...)``, a LangChain model's own
+        ``model``) and the server it sent to. Telemetry names these, not the route's parts."""
+        if model is not None:
+            self._request_model = model
+        if server_address is not None:
+            self._server = (server_address, server_port)
+
+    def report_response(self, model: str | None = None, response_id: str | None = None) -> None:
+        """What the provider said it answered with: the model that answered (often a dated
+        version of the one asked for) and the response's id. The first report of each holds."""
+        if model is not None and self._response_model is None:
+            self._response_model = model
+        if response_id is not None and self._response_id is None:
+            self._response_id = response_id
+
+    @property
+    def request_model(self) -> str:
+        """The model name sent on the wire, as reported; the route's model until then."""
+        return self._request_model or self.route.model
+
+    @property
+    def response_model(self) -> str | None:
+        """The model the provider said answered, if it said (None: not reported)."""
+        return self._response_model
+
+    @property
+    def response_id(self) -> str | None:
+        return self._response_id
+
+    @property
+    def server(self) -> tuple[str, int | None] | None:
+        """The server this attempt sent to (address, port), if the adapter reported it."""
+        return self._server
 
     def __repr__(self) -> str:
         return (
@@ -151,6 +218,8 @@ class Usage:
     input_tokens: int | None = None
     output_tokens: int | None = None
     finish_reasons: tuple[str, ...] = ()
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,7 @@ from typing import Final
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as _gen_ai
 from opentelemetry.semconv.attributes import error_attributes as _error
 from opentelemetry.semconv.attributes import http_attributes as _http
+from opentelemetry.semconv.attributes import server_attributes as _server
 
 __all__ = [
     "ATTEMPT_NUMBER",
@@ -56,8 +57,11 @@ __all__ = [
     "GEN_AI_PROVIDER_NAME",
     "GEN_AI_REQUEST_MODEL",
     "GEN_AI_RESPONSE_FINISH_REASONS",
+    "GEN_AI_RESPONSE_ID",
     "GEN_AI_RESPONSE_MODEL",
     "GEN_AI_TOKEN_TYPE",
+    "GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS",
+    "GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS",
     "GEN_AI_USAGE_INPUT_TOKENS",
     "GEN_AI_USAGE_OUTPUT_TOKENS",
     "HTTP_RESPONSE_STATUS_CODE",
@@ -91,6 +95,8 @@ __all__ = [
     "ROUTE_REQUESTED",
     "ROUTE_SERVED",
     "ROUTE_TO",
+    "SERVER_ADDRESS",
+    "SERVER_PORT",
     "SPAN_ATTEMPT",
     "SPAN_CALL",
     "SPAN_STORE",
@@ -113,6 +119,11 @@ GEN_AI_RESPONSE_MODEL: Final = _gen_ai.GEN_AI_RESPONSE_MODEL
 GEN_AI_RESPONSE_FINISH_REASONS: Final = _gen_ai.GEN_AI_RESPONSE_FINISH_REASONS
 GEN_AI_USAGE_INPUT_TOKENS: Final = _gen_ai.GEN_AI_USAGE_INPUT_TOKENS
 GEN_AI_USAGE_OUTPUT_TOKENS: Final = _gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS
+GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: Final = _gen_ai.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS
+GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS: Final = _gen_ai.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS
+GEN_AI_RESPONSE_ID: Final = _gen_ai.GEN_AI_RESPONSE_ID
+SERVER_ADDRESS: Final = _server.SERVER_ADDRESS
+SERVER_PORT: Final = _server.SERVER_PORT
 GEN_AI_TOKEN_TYPE: Final = _gen_ai.GEN_AI_TOKEN_TYPE
 # The values of gen_ai.token.type (an enum, so that it is no attribute name of its own).
 TOKEN_INPUT: Final = _gen_ai.GenAiTokenTypeValues.INPUT

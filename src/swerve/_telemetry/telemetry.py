@@ -22,7 +22,7 @@ from opentelemetry.trace import NonRecordingSpan, Span, SpanKind, Status, Status
 from opentelemetry.util.types import AttributeValue
 
 from .._engine.clock import SYSTEM_CLOCK, Clock
-from .._engine.results import Usage
+from .._engine.results import Attempt
 from .._failures import Failure
 from .._version import __version__
 from . import names as n
@@ -297,18 +297,22 @@ class Telemetry:
         self,
         span: Span,
         route: str,
-        model: str,
+        attempt: Attempt,
         outcome: str,
         failure: Failure | None,
         duration: float,
-        usage: Usage,
     ) -> None:
-        """End an attempt's span (its outcome, its failure or the model that answered, the
-        usage it reported) and count it; a failed attempt's tokens count as failover's cost."""
+        """End an attempt's span (its outcome, its failure, and what the wire said: the model
+        asked for and the one that answered, the response id, the server, the usage) and count
+        it; a failed attempt's tokens count as failover's cost."""
         if span.is_recording():  # else what it would carry goes nowhere: none is built
+            usage = attempt.usage
             attrs: dict[str, AttributeValue] = {n.ATTEMPT_OUTCOME: outcome}
+            sent = attempt.request_model
+            if sent != attempt.route.model:  # the route's name is not the provider's
+                attrs[n.GEN_AI_REQUEST_MODEL] = sent
             if failure is None:
-                attrs[n.GEN_AI_RESPONSE_MODEL] = model
+                attrs[n.GEN_AI_RESPONSE_MODEL] = attempt.response_model or sent
             else:
                 attrs[n.ERROR_TYPE] = failure.error_type
                 attrs[n.FAILURE_KIND] = failure.kind.value
@@ -318,10 +322,20 @@ class Telemetry:
                 if self.record_messages and failure.message:
                     attrs[n.FAILURE_MESSAGE] = failure.message
                 span.set_status(Status(StatusCode.ERROR, failure.kind.value))
+            if (response_id := attempt.response_id) is not None:
+                attrs[n.GEN_AI_RESPONSE_ID] = response_id
+            if (server := attempt.server) is not None:
+                attrs[n.SERVER_ADDRESS] = server[0]
+                if server[1] is not None:
+                    attrs[n.SERVER_PORT] = server[1]
             if usage.input_tokens is not None:
                 attrs[n.GEN_AI_USAGE_INPUT_TOKENS] = usage.input_tokens
             if usage.output_tokens is not None:
                 attrs[n.GEN_AI_USAGE_OUTPUT_TOKENS] = usage.output_tokens
+            if usage.cache_read_tokens is not None:
+                attrs[n.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = usage.cache_read_tokens
+            if usage.cache_write_tokens is not None:
+                attrs[n.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS] = usage.cache_write_tokens
             # A failure before the provider said how the answer ended (a truncated stream, an
             # error status, a reset) ended it in an error.
             reasons = usage.finish_reasons or (("error",) if outcome == "failure" else ())
@@ -337,6 +351,7 @@ class Telemetry:
         self.attempts.add_bounded(1, counted)
         self.attempt_duration.record(duration, counted)
         if outcome == "failure":
+            usage = attempt.usage
             for kind, count in (
                 (n.TOKEN_INPUT, usage.input_tokens),
                 (n.TOKEN_OUTPUT, usage.output_tokens),

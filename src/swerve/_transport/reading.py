@@ -99,6 +99,7 @@ class Receiving:
     __slots__ = (
         "_body",
         "_inflater",
+        "_named",
         "_reader",
         "asked",
         "attempt",
@@ -149,6 +150,7 @@ class Receiving:
         self.whole = False  # the response itself holds the body, read at once
         self._inflater: Any = None
         self._reader: _Reader | None = None
+        self._named = False  # the response's model and id told the attempt (streams)
         self._body = bytearray()
 
     def ran_out(self, error: BaseException) -> AttemptTimeout | None:
@@ -275,9 +277,13 @@ class Receiving:
         return map(self._reported, self._reader.flush())
 
     def _reported(self, event: Event) -> Event:
-        """``event``, its token usage and finish reasons (if it has any) told the attempt."""
+        """``event``, its token usage and finish reasons, the model and response id it names
+        (if it has any) told the attempt."""
         if event.usage is not None:
             self.attempt.report_usage(*event.usage)
+        if event.response is not None and not self._named:
+            self.attempt.report_response(*event.response)
+            self._named = True
         return event
 
     def _decoded(self, data: bytes) -> Iterator[bytes]:
@@ -324,10 +330,14 @@ class Receiving:
                 if replay[2] != body:  # an echoed secret: the engine reads the redacted error
                     data = json.loads(replay[2])
                 raise _ErrorInBody(data, route, replay)
-            if isinstance(data, dict) and (
-                usage := _usage(self.routing.upstreams[route].wire, data)
-            ):
-                attempt.report_usage(*usage)
+            if isinstance(data, dict):
+                if usage := _usage(self.routing.upstreams[route].wire, data):
+                    attempt.report_usage(*usage)
+                # _answered(), written out: every healthy body comes here.
+                model, rid = data.get("model"), data.get("id")
+                attempt.report_response(
+                    model if type(model) is str else None, rid if type(rid) is str else None
+                )
         if self.whole:  # already read and within the limit: hand it on as it is, with swerve's
             held = response.headers  # headers instead of any the upstream sent by the name
             # The raw names: a scan that decodes none of them (this is every healthy call).
@@ -354,8 +364,7 @@ class Receiving:
         reader = self._reader_of(response)
         try:
             for event in [*reader.feed(body), *reader.flush()]:
-                if event.usage is not None:
-                    self.attempt.report_usage(*event.usage)
+                self._reported(event)
         except (_ErrorInBody, _Malformed) as exc:
             exc.replay = _replay(
                 self.routing.secrets, response, body
@@ -369,8 +378,11 @@ class Receiving:
 
 # -- server-sent events ------------------------------------------------------------------------
 
-_Usage = tuple[int | None, int | None, tuple[str, ...]]
-"""Input tokens, output tokens and finish reasons a body or event reports (None: not said)."""
+_Usage = tuple[int | None, int | None, tuple[str, ...], int | None, int | None]
+"""Input tokens, output tokens, finish reasons, cache-read and cache-write input tokens a body
+or event reports (None: not said)."""
+_Response = tuple[str | None, str | None]
+"""The model and the response id a body or event names (None: not said)."""
 
 
 @dataclass(slots=True)
@@ -383,6 +395,7 @@ class Event:
     error: Mapping[str, object] | None = None
     malformed: bool = False
     usage: _Usage | None = None
+    response: _Response | None = None
 
 
 _LINE_END = re.compile(rb"\r\n|\r|\n")
@@ -467,8 +480,14 @@ def _usage(wire: Wire, payload: Mapping[str, Any]) -> _Usage | None:
     if wire == "anthropic":
         kind = payload.get("type")
         if kind == "message_start":
-            message = _obj(payload.get("message"))
-            return _count(_obj(message.get("usage")), "input_tokens"), None, ()
+            started = _obj(_obj(payload.get("message")).get("usage"))
+            return (
+                _count(started, "input_tokens"),
+                None,
+                (),
+                _count(started, "cache_read_input_tokens"),
+                _count(started, "cache_creation_input_tokens"),
+            )
         if kind == "message_delta":
             payload = {**payload, **_obj(payload.get("delta"))}
         elif kind != "message":
@@ -491,11 +510,28 @@ def _usage(wire: Wire, payload: Mapping[str, Any]) -> _Usage | None:
     if not usage and not reasons:
         return None
     first, second = usage.get(keys[0]), usage.get(keys[1])
+    if wire == "anthropic":
+        read, write = usage.get("cache_read_input_tokens"), usage.get("cache_creation_input_tokens")
+    else:
+        details = usage.get("prompt_tokens_details")
+        read = details.get("cached_tokens") if isinstance(details, dict) else None
+        write = None
     return (
         first if type(first) is int else None,
         second if type(second) is int else None,
         reasons,
+        read if type(read) is int else None,
+        write if type(write) is int else None,
     )
+
+
+def _answered(payload: Mapping[str, Any]) -> _Response:
+    """The model and response id a JSON body (either wire), an OpenAI chunk or Anthropic's
+    ``message_start`` names; anything that is not a string is not said."""
+    if payload.get("type") == "message_start":
+        payload = _obj(payload.get("message"))
+    model, rid = payload.get("model"), payload.get("id")
+    return (model if type(model) is str else None, rid if type(rid) is str else None)
 
 
 def _interpret(wire: Wire, raw: bytes) -> Event:
@@ -526,6 +562,8 @@ def _interpret(wire: Wire, raw: bytes) -> Event:
     event.usage = _usage(wire, payload)
     if wire == "anthropic":
         kind = payload.get("type")
+        if kind == "message_start":
+            event.response = _answered(payload)
         # message_delta carries the stop reason: the answer is complete, message_stop or not.
         if kind == "message_stop" or (
             kind == "message_delta" and _obj(payload.get("delta")).get("stop_reason")
@@ -546,6 +584,7 @@ def _interpret(wire: Wire, raw: bytes) -> Event:
         ):
             event.part = "tool_call"
         return event
+    event.response = _answered(payload)  # on every chunk: the reader keeps the first
     choices = payload.get("choices")
     for choice in choices if isinstance(choices, list) else ():
         choice = _obj(choice)

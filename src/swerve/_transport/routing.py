@@ -256,7 +256,9 @@ class Routing:
         # The client's own credentials are for the host it addressed: they go to an upstream
         # only when it has no api_key of its own and is that very host, never to a fallback
         # provider elsewhere.
-        own = not upstream.api_key and _origin_of(request.url) == self.targets[route][0]
+        origin = self.targets[route][0]
+        attempt.report_request(body["model"], origin[1], origin[2])  # what the spans name
+        own = not upstream.api_key and _origin_of(request.url) == origin
         names = self.header_names[route]
         drop = self._drops.get((route, own))
         if drop is None:

@@ -109,7 +109,8 @@ def fix_empty_text_cache(
     those to Anthropic, which applies its checks); other models get the body back unchanged.
     """
     if not speaks_to_claude(wire, str(body.get("model") or "")):
-        return _same(body), None
+        # _same(), written out: most bodies go to a model that has no such checks.
+        return (body if isinstance(body, dict) else dict(body)), None
     plan = _CachePlan(wire)
     plan.walk(body)
     rule = plan.rule

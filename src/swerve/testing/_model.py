@@ -77,13 +77,15 @@ class Reply:
     ``finish_reason: "tool_calls"`` / ``stop_reason: "tool_use"``. ``reasoning`` is sent as
     signed reasoning (Anthropic ``thinking`` block with a ``signature``; OpenRouter
     ``reasoning`` + ``reasoning_details`` on the OpenAI wire). ``usage`` is
-    ``(input_tokens, output_tokens)``.
+    ``(input_tokens, output_tokens)``; ``cached`` is ``(cache_read, cache_write)``: how many of
+    the input tokens were read from, and written to, the prompt cache.
     """
 
     text: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
     reasoning: str | None = None
     usage: tuple[int, int] = (10, 5)
+    cached: tuple[int, int] = (0, 0)
 
     def __post_init__(self) -> None:
         if self.text is not None and not isinstance(self.text, str):
@@ -117,6 +119,16 @@ class Reply:
                 f"got {describe(usage)}"
             )
         object.__setattr__(self, "usage", counts)
+        given: object = self.cached
+        cached = tuple(given) if isinstance(given, tuple | list) else ()
+        if len(cached) != 2 or not all(
+            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in cached
+        ):
+            raise TypeError(
+                "Reply(): cached must be (cache_read, cache_write), two ints >= 0, "
+                f"got {describe(given)}"
+            )
+        object.__setattr__(self, "cached", cached)
 
 
 @dataclass(frozen=True, slots=True)

@@ -237,7 +237,14 @@ class OpenAIWire(Wire):
 
     def _usage(self, reply: Reply) -> Body:
         n_in, n_out = reply.usage
-        return {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out}
+        usage: Body = {
+            "prompt_tokens": n_in,
+            "completion_tokens": n_out,
+            "total_tokens": n_in + n_out,
+        }
+        if reply.cached[0]:  # OpenAI reports cache reads only
+            usage["prompt_tokens_details"] = {"cached_tokens": reply.cached[0]}
+        return usage
 
     def _reasoning_details(self, text: str, sig: str | None) -> list[Body]:
         detail: Body = {"type": "reasoning.text", "text": text, "format": "anthropic-claude-v1"}
@@ -359,8 +366,8 @@ class AnthropicWire(Wire):
             "usage": {
                 "input_tokens": n_in,
                 "output_tokens": n_out,
-                "cache_creation_input_tokens": 0,
-                "cache_read_input_tokens": 0,
+                "cache_creation_input_tokens": reply.cached[1],
+                "cache_read_input_tokens": reply.cached[0],
             },
         }
 
