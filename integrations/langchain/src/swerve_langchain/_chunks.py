@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from typing import Any
 
 from langchain_core.messages import BaseMessage
@@ -15,11 +15,13 @@ from ._errors import ProviderStreamError
 
 __all__ = [
     "CHAT_SPEC",
+    "Tally",
     "achecked",
     "check_result",
     "checked",
     "part_of",
     "report",
+    "report_response",
     "strict_finish",
 ]
 
@@ -35,6 +37,8 @@ _STRICT_LLM_TYPES = frozenset(
     {"openai-chat", "azure-openai-chat", "anthropic-chat", "openrouter-chat"}
 )
 _FINISH_KEYS = ("finish_reason", "stop_reason")
+# Ids LangChain gives messages itself (``run-...``, ``lc_run--...``): not the provider's.
+_LANGCHAIN_IDS = ("run-", "lc_")
 
 
 def part_of(chunk: ChatGenerationChunk) -> PartKind | None:
@@ -108,31 +112,87 @@ def _raise_for_finish(finish: str, route: str) -> None:
         )
 
 
-def report(attempt: Attempt, message: BaseMessage, finish: str | None) -> None:
-    """A whole answer's token usage (``usage_metadata``) and finish reason, told the attempt."""
-    usage = getattr(message, "usage_metadata", None) or {}
-    reasons = (finish,) if finish is not None else ()
-    attempt.report_usage(usage.get("input_tokens"), usage.get("output_tokens"), reasons)
+class Tally:
+    """Token counts summed over an answer's parts (a stream's chunks, the model runs of an
+    attempt): LangChain's usage parts add up. A cache count stays None until a part has one."""
+
+    __slots__ = ("counts",)
+
+    def __init__(self) -> None:
+        self.counts: list[int | None] = [None, None, None, None]  # in, out, cache read, write
+
+    def add(self, usage: Mapping[str, Any]) -> None:
+        if not usage:  # no usage reported: the counts stay unknown
+            return
+        details = usage.get("input_token_details") or {}
+        parts = (
+            usage.get("input_tokens", 0),
+            usage.get("output_tokens", 0),
+            details.get("cache_read"),
+            details.get("cache_creation"),
+        )
+        for i, value in enumerate(parts):
+            if isinstance(value, int):
+                self.counts[i] = (self.counts[i] or 0) + value
+
+    def report(self, attempt: Attempt, reasons: Iterable[str] = ()) -> None:
+        inputs, outputs, cache_read, cache_write = self.counts
+        attempt.report_usage(inputs, outputs, reasons, cache_read, cache_write)
+
+
+def _text(sources: Iterable[Mapping[str, Any] | None], keys: tuple[str, ...]) -> str | None:
+    for source in sources:
+        for key in keys:
+            value = (source or {}).get(key)
+            if isinstance(value, str) and value:
+                return value
+    return None
+
+
+def report_response(
+    attempt: Attempt, message: BaseMessage, *infos: Mapping[str, Any] | None
+) -> None:
+    """The model the provider said answered and the response's id, told the attempt (the
+    first report holds): from ``response_metadata`` (``model_name``: ChatOpenAI, ChatAnthropic;
+    ``model``: older ChatAnthropic; ``id``), then ``infos`` (a chunk's ``generation_info``, a
+    result's ``llm_output``), then the message's own id when the provider gave it."""
+    sources = (message.response_metadata, *infos)
+    response_id = _text(sources, ("id",))
+    if response_id is None and isinstance(message.id, str):
+        response_id = None if message.id.startswith(_LANGCHAIN_IDS) else message.id
+    attempt.report_response(_text(sources, ("model_name", "model")), response_id)
+
+
+def report(
+    attempt: Attempt, message: BaseMessage, finish: str | None, *infos: Mapping[str, Any] | None
+) -> None:
+    """A whole answer's token usage (``usage_metadata``, with its cache tokens), finish
+    reason, answering model and response id, told the attempt."""
+    tally = Tally()
+    tally.add(getattr(message, "usage_metadata", None) or {})
+    tally.report(attempt, (finish,) if finish is not None else ())
+    report_response(attempt, message, *infos)
 
 
 class _Finish:
     """Watches a route's chunks for the finish reason, and excuses a break after it; tells
-    the attempt the usage and finish reason the chunks carry. Shared by :func:`checked` and
-    :func:`achecked`, which only differ in how they iterate."""
+    the attempt the usage, finish reason, model and response id the chunks carry. Shared by
+    :func:`checked` and :func:`achecked`, which only differ in how they iterate."""
 
     def __init__(self, route: str, strict: bool, attempt: Attempt) -> None:
         self.route = route
         self.strict = strict
         self.attempt = attempt
         self.finished = False
-        self.tokens = [0, 0]  # chunks carry parts of the usage (input first, output last)
+        self.usage = Tally()  # chunks carry parts of the usage (input first, output last)
 
     def see(self, chunk: ChatGenerationChunk) -> ChatGenerationChunk:
         usage = getattr(chunk.message, "usage_metadata", None)
         if usage:
-            self.tokens[0] += usage.get("input_tokens", 0)
-            self.tokens[1] += usage.get("output_tokens", 0)
-            self.attempt.report_usage(self.tokens[0], self.tokens[1])
+            self.usage.add(usage)
+            self.usage.report(self.attempt)
+        # The first chunk that names them holds (ChatAnthropic's first, ChatOpenAI's last).
+        report_response(self.attempt, chunk.message, chunk.generation_info)
         finish = chunk_finish(chunk)
         if finish is not None:
             if not self.finished:  # some integrations repeat it on a later chunk
@@ -186,7 +246,7 @@ async def achecked(
 
 def check_result(result: ChatResult, route: str, strict: bool, attempt: Attempt) -> ChatResult:
     """A non-streaming result of a strict provider must say how it ended; its usage and
-    finish reasons are told the attempt."""
+    finish reasons, answering model and response id are told the attempt."""
     for generation in result.generations:
         message: BaseMessage = generation.message
         finish = (
@@ -194,7 +254,7 @@ def check_result(result: ChatResult, route: str, strict: bool, attempt: Attempt)
             or _finish_of(generation.generation_info)
             or _finish_of(result.llm_output)  # ChatAnthropic reports it there
         )
-        report(attempt, message, finish)
+        report(attempt, message, finish, generation.generation_info, result.llm_output)
         if not strict:
             continue
         if finish is None:

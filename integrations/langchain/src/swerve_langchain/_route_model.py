@@ -8,12 +8,13 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
+from urllib.parse import urlsplit
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.messages.tool import tool_call_chunk
 from langchain_core.outputs import ChatGenerationChunk, ChatResult
-from langchain_core.runnables import RunnableBinding
+from langchain_core.runnables import RunnableBinding, RunnableParallel, RunnableSequence
 
 from swerve import Attempt, Route, Telemetry
 from swerve.adapters import CACHE_CONTROL, prepare_for_route
@@ -28,7 +29,75 @@ from ._limits import (
     request_timeout,
 )
 
-__all__ = ["RouteModel"]
+__all__ = ["RouteModel", "WireTarget"]
+
+
+@dataclass(frozen=True, slots=True)
+class WireTarget:
+    """What an attempt on a route sends on the wire: the model's own name for the model (a
+    route's name need not be it) and the server its base URL names (None: not known)."""
+
+    model: str | None = None
+    server: tuple[str, int | None] | None = None
+
+    @classmethod
+    def of(cls, model: BaseChatModel) -> WireTarget:
+        # ChatOpenAI and ChatOpenRouter name it ``model_name``, ChatAnthropic ``model``.
+        names = (getattr(model, "model_name", None), getattr(model, "model", None))
+        return cls(next((n for n in names if isinstance(n, str) and n), None), _server_of(model))
+
+    @classmethod
+    def find(cls, value: object) -> WireTarget:
+        """The target of the chat model a runnable calls: the model itself, unwrapped from
+        its bindings, or the first in a sequence or map (``with_structured_output``)."""
+        model = _chat_model_in(value)
+        return cls.of(model) if model is not None else cls()
+
+    def tell(self, attempt: Attempt, call: Mapping[str, Any] | None = None) -> None:
+        """Report the request on ``attempt``; a ``model`` kwarg of the call overrides the
+        model's own (the provider's payload takes it)."""
+        bound = (call or {}).get("model")
+        address, port = self.server or (None, None)
+        attempt.report_request(bound if isinstance(bound, str) else self.model, address, port)
+
+
+_BASE_URLS = ("openai_api_base", "anthropic_api_url", "openrouter_api_base", "azure_endpoint")
+_PORTS = {"https": 443, "http": 80}
+
+
+def _server_of(model: BaseChatModel) -> tuple[str, int | None] | None:
+    # The openai SDK client's base URL first: it is what is sent to, its env and default
+    # included (ChatOpenAI leaves ``openai_api_base`` None then).
+    client = getattr(model, "root_client", None)
+    urls = (getattr(client, "base_url", None), *(getattr(model, f, None) for f in _BASE_URLS))
+    for url in urls:
+        if not url:
+            continue
+        parts = urlsplit(str(url))
+        if not parts.hostname:
+            continue
+        try:
+            port = parts.port
+        except ValueError:  # not a port number: the address is still known
+            port = None
+        return parts.hostname, port if port is not None else _PORTS.get(parts.scheme)
+    return None
+
+
+def _chat_model_in(value: object) -> BaseChatModel | None:
+    while isinstance(value, RunnableBinding):
+        value = value.bound
+    if isinstance(value, BaseChatModel):
+        return value
+    steps: list[object] = []
+    if isinstance(value, RunnableSequence):
+        steps = list(value.steps)
+    elif isinstance(value, RunnableParallel):
+        steps = list(value.steps__.values())
+    for step in steps:
+        if (found := _chat_model_in(step)) is not None:
+            return found
+    return None
 
 
 @dataclass
@@ -43,6 +112,7 @@ class RouteModel:
     sources: tuple[_Source, _ASource]
     """Where an attempt's chunks come from: the model's stream, or its whole answer."""
     extra: dict[str, Any] = field(default_factory=dict)
+    wire: WireTarget = WireTarget()
 
     @classmethod
     def resolve(cls, route: Route, value: object) -> RouteModel:
@@ -58,6 +128,7 @@ class RouteModel:
             strict_finish(getattr(model, "_llm_type", "")),
             (_streamed, _astreamed) if streams else (_whole, _awhole),
             _own_retries_off(model),
+            WireTarget.of(model),
         )
 
     # -- what an attempt sends ------------------------------------------------------------------
@@ -84,7 +155,8 @@ class RouteModel:
         return f"the {type(self.model).__name__} of route {self.route}"
 
     # -- the attempt ----------------------------------------------------------------------------
-    # Each tells ``attempt`` the token usage and finish reason the answer reports. The sync
+    # Each tells ``attempt`` the model and server it sends to, and the token usage, finish
+    # reason, answering model and response id the answer reports. The sync
     # ones hold the model to ``limits`` (see _limits): through its SDK's per-request timeout
     # when it has one, else by no longer waiting for it in a worker thread.
     def generate(
@@ -92,6 +164,7 @@ class RouteModel:
         attempt: Attempt, limits: SyncLimits | None = None,
     ) -> ChatResult:  # fmt: skip
         call = self._call(kwargs)
+        self.wire.tell(attempt, call)
         bound = limits.unary() if limits is not None else None
         timed = request_timeout(self.model, call, bound[1] if bound else None)
         call.update(timed)
@@ -103,7 +176,9 @@ class RouteModel:
         self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any],
         attempt: Attempt,
     ) -> ChatResult:  # fmt: skip
-        result = await self.model._agenerate(messages, stop=stop, **self._call(kwargs))
+        call = self._call(kwargs)
+        self.wire.tell(attempt, call)
+        result = await self.model._agenerate(messages, stop=stop, **call)
         return check_result(result, str(self.route), self.strict, attempt)
 
     def stream(
@@ -111,6 +186,7 @@ class RouteModel:
         attempt: Attempt, limits: SyncLimits | None = None,
     ) -> Iterator[ChatGenerationChunk]:  # fmt: skip
         call = self._call(kwargs)
+        self.wire.tell(attempt, call)
         if limits is None:
             chunks = self.sources[0](self.model, messages, stop, call)
         else:
@@ -127,7 +203,9 @@ class RouteModel:
         self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any],
         attempt: Attempt,
     ) -> AsyncIterator[ChatGenerationChunk]:  # fmt: skip
-        chunks = self.sources[1](self.model, messages, stop, self._call(kwargs))
+        call = self._call(kwargs)
+        self.wire.tell(attempt, call)
+        chunks = self.sources[1](self.model, messages, stop, call)
         return achecked(chunks, str(self.route), self.strict, attempt)
 
 
@@ -187,13 +265,16 @@ async def _awhole(
 def _as_chunks(result: ChatResult) -> list[ChatGenerationChunk]:
     """A non-streaming route's result as one chunk per generation."""
     out = []
+    # What the whole result says (ChatOpenAI's model and response id) goes on a lone
+    # generation's metadata, as LangChain's invoke puts it there.
+    whole = (result.llm_output or {}) if len(result.generations) == 1 else {}
     for generation in result.generations:
         message = generation.message
         ai = message if isinstance(message, AIMessage) else None
         chunk = AIMessageChunk(
             content=message.content,
             additional_kwargs=message.additional_kwargs,
-            response_metadata=message.response_metadata,
+            response_metadata={**whole, **message.response_metadata},
             usage_metadata=ai.usage_metadata if ai else None,
             id=message.id,
             tool_call_chunks=[

@@ -32,9 +32,10 @@ from swerve import (
 )
 
 from ._callbacks import aannounce, announce, anotifier, notifier
-from ._chunks import part_of
+from ._chunks import Tally, part_of, report_response
 from ._failover import make_failover, summary, warn_retries
 from ._limits import SyncLimits, bounded_call, bounded_stream, warn_no_limit
+from ._route_model import WireTarget
 
 __all__ = ["RunnableFailover", "with_failover"]
 
@@ -73,6 +74,7 @@ class RunnableFailover(RunnableSerializable[Any, Any]):
 
     _failover: Failover = PrivateAttr()
     _requested: Route = PrivateAttr()
+    _wire: dict[str, WireTarget] = PrivateAttr()
 
     @model_validator(mode="after")
     def _setup(self) -> Self:
@@ -88,6 +90,7 @@ class RunnableFailover(RunnableSerializable[Any, Any]):
         for name in self.runnables:
             self._failover.route(name)
         self._requested = self._failover.route(self.primary)
+        self._wire = {name: WireTarget.find(value) for name, value in self.runnables.items()}
         if self.warn:
             warn_retries(self.runnables, stacklevel=6)
             warn_no_limit(config, self.runnables, stacklevel=6)
@@ -106,6 +109,7 @@ class RunnableFailover(RunnableSerializable[Any, Any]):
         run_manager: CallbackManagerForChainRun | AsyncCallbackManagerForChainRun,
     ) -> tuple[Runnable[Any, Any], Any, RunnableConfig, EffectWatcher]:
         runnable = self.runnables[str(attempt.route)]
+        self._wire[str(attempt.route)].tell(attempt)
         child = run_manager.get_child(f"swerve:attempt:{attempt.number}")
         watcher = EffectWatcher(attempt)
         child.add_handler(watcher, inherit=True)
@@ -252,28 +256,28 @@ class RunnableFailover(RunnableSerializable[Any, Any]):
 class EffectWatcher(BaseCallbackHandler):
     """Watches one attempt's run tree: a tool that ran there is an effect, so the attempt's
     failure must surface rather than run the tool again on another route; the chat models
-    that ran there report their token usage and finish reasons on the attempt."""
+    that ran there report their token usage, finish reasons, model and response id on the
+    attempt."""
 
     run_inline = True  # in async runs too, so the effect is recorded before the failure
 
     def __init__(self, attempt: Attempt) -> None:
         self.attempt = attempt
         self._names: dict[Any, str] = {}
-        self._tokens = [0, 0]  # input, output: summed over the attempt's model runs
+        self._usage = Tally()  # summed over the attempt's model runs
 
     def on_llm_end(self, response: LLMResult, **kwargs: Any) -> None:
         for generation in (g for gs in response.generations for g in gs):
             message = getattr(generation, "message", None)
             usage = getattr(message, "usage_metadata", None) or {}
-            self._tokens[0] += usage.get("input_tokens", 0)
-            self._tokens[1] += usage.get("output_tokens", 0)
+            self._usage.add(usage)
             info = {**(generation.generation_info or {}), **(response.llm_output or {})}
             meta = getattr(message, "response_metadata", None) or {}
             finish = meta.get("finish_reason") or meta.get("stop_reason")
             finish = finish or info.get("finish_reason") or info.get("stop_reason")
-            inputs, outputs = self._tokens if usage else (None, None)
-            reasons = (finish,) if isinstance(finish, str) else ()
-            self.attempt.report_usage(inputs, outputs, reasons)
+            self._usage.report(self.attempt, (finish,) if isinstance(finish, str) else ())
+            if isinstance(message, BaseMessage):
+                report_response(self.attempt, message, info)
 
     def abandoned(self) -> None:
         """The attempt was given up at a time limit while its thread runs on: a tool still
