@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import httpx2
+import openai
 import pytest
 
 from swerve import Failover, FallbackConfig, Route
@@ -27,7 +28,7 @@ OR, BK = "openrouter/gpt-x", "backup/gpt-x"  # OpenAI wire
 AN, AB = "anthropic/claude-x", "anthropic-backup/claude-x"  # Anthropic wire
 CONFIG = FallbackConfig(fallbacks={OR: BK, AN: AB}, max_retries=1, max_swaps=1, jitter=False)
 MESSAGES = [{"role": "user", "content": "hi"}]
-IN, OUT = names.GEN_AI_USAGE_INPUT_TOKENS, names.GEN_AI_USAGE_OUTPUT_TOKENS
+IN, OUT = names.ATTEMPT_INPUT_TOKENS, names.ATTEMPT_OUTPUT_TOKENS  # an attempt's own usage
 REASONS = names.GEN_AI_RESPONSE_FINISH_REASONS
 
 
@@ -157,24 +158,18 @@ def _wire_named(fake: FakeProvider) -> dict[str, Upstream]:
     }
 
 
-def _facts(otel: Otel) -> list[dict[str, object]]:
-    keys = (
-        names.GEN_AI_REQUEST_MODEL, names.GEN_AI_RESPONSE_MODEL, names.GEN_AI_RESPONSE_ID,
-        names.SERVER_ADDRESS, names.SERVER_PORT,
-        names.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, names.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS,
-    )  # fmt: skip
-    return [
-        {k: attrs.get(k) for k in keys}
-        for attrs in (dict(s.attributes or {}) for s in otel.attempt_spans())
-    ]
+def _facts(span: Any, *keys: str) -> dict[str, object]:
+    attrs = dict(span.attributes or {})
+    return {k: attrs.get(k) for k in keys}
 
 
 @pytest.mark.parametrize("stream", [False, True])
 @pytest.mark.parametrize("route", [OR, AN])
-def test_attempt_spans_name_the_wires_models_response_id_server_and_cache_tokens(
+def test_the_call_span_is_the_inference_span_with_what_the_wire_said(
     mode: Mode, fake: FakeProvider, failover: Failover, otel: Otel, route: str, stream: bool
 ) -> None:
     provider = Route.parse(route).provider
+    fake.script(provider, [Fault.status(503)])  # one retry: two attempts, one inference span
     fake.set_reply(provider, Reply(text="one two three", usage=(12, 7), cached=(8, 2)))
     http = mode.client(_wire_named(fake), failover=failover, module=httpx2)
     kwargs: dict[str, Any] = {"stream_options": {"include_usage": True}} if route == OR else {}
@@ -185,15 +180,68 @@ def test_attempt_spans_name_the_wires_models_response_id_server_and_cache_tokens
     else:
         mode.anthropic(http).create(model=route, max_tokens=10, messages=MESSAGES)
     sent = f"{Route.parse(route).model}-2026"
-    (facts,) = _facts(otel)
-    rid = facts.pop(names.GEN_AI_RESPONSE_ID)
-    assert isinstance(rid, str) and rid.startswith("msg_" if route == AN else ("gen-", "chatcmpl-"))
+    answered = fake.received(provider)[-1]["model"]
+    (call,) = otel.call_spans()
+    failed, served = otel.attempt_spans()
+    # One GenAI inference span (CLIENT), named for the model sent on the wire, not the route's.
+    assert (call.name, call.kind.name) == (f"chat {sent}", "CLIENT")
+    assert {(a.name, a.kind.name) for a in (failed, served)} == {
+        (f"swerve attempt {route}", "INTERNAL")
+    }
+    assert names.GEN_AI_OPERATION_NAME not in (served.attributes or {})  # no LLM call of its own
+    assert _facts(served, names.HTTP_REQUEST_RESEND_COUNT, names.GEN_AI_REQUEST_MODEL) == {
+        names.HTTP_REQUEST_RESEND_COUNT: 1, names.GEN_AI_REQUEST_MODEL: sent,
+    }  # fmt: skip
+    facts = _facts(
+        call, names.GEN_AI_REQUEST_MODEL, names.GEN_AI_RESPONSE_MODEL, names.SERVER_ADDRESS,
+        names.SERVER_PORT, names.GEN_AI_USAGE_INPUT_TOKENS, names.GEN_AI_USAGE_OUTPUT_TOKENS,
+        names.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, names.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS,
+    )  # fmt: skip
     assert facts == {
-        names.GEN_AI_REQUEST_MODEL: sent,  # the Upstream's model, not the route's "gpt-x"
-        names.GEN_AI_RESPONSE_MODEL: fake.received(provider)[-1]["model"],  # what it answered
+        names.GEN_AI_REQUEST_MODEL: sent,  # the Upstream's model, not the route's
+        names.GEN_AI_RESPONSE_MODEL: answered,  # what the provider said answered
         names.SERVER_ADDRESS: "127.0.0.1",
         names.SERVER_PORT: fake.port,
+        names.GEN_AI_USAGE_INPUT_TOKENS: 12,
+        names.GEN_AI_USAGE_OUTPUT_TOKENS: 7,
         names.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: 8,
-        # OpenAI reports cache reads only.
-        names.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS: 2 if route == AN else None,
+        names.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS: 2 if route == AN else None,  # OpenAI: reads
     }
+    rid = (call.attributes or {})[names.GEN_AI_RESPONSE_ID]
+    assert isinstance(rid, str) and rid.startswith("msg_" if route == AN else ("gen-", "chatcmpl-"))
+    assert (served.attributes or {})[names.GEN_AI_RESPONSE_ID] == rid
+    # The attempt's usage under swerve's own names: a GenAI backend counts the call's once.
+    assert names.GEN_AI_USAGE_INPUT_TOKENS not in (served.attributes or {})
+    assert (served.attributes or {})[names.ATTEMPT_INPUT_TOKENS] == 12
+
+
+def test_the_genai_client_metrics_count_each_call_once(
+    mode: Mode, fake: FakeProvider, failover: Failover, otel: Otel
+) -> None:
+    # Served after a retry: one operation (not two), its tokens the answer's; then a call the
+    # provider refuses (a 400 is the caller's, never swapped): one operation, with its
+    # error.type and no tokens.
+    fake.script("openrouter", [Fault.status(503)])
+    sdk = mode.openai(mode.client(_wire_named(fake), failover=failover, module=httpx2))
+    sdk.create(model=OR, messages=MESSAGES)
+    fake.set_fault("openrouter", Fault.status(400))
+    with pytest.raises(openai.BadRequestError):
+        sdk.create(model=OR, messages=MESSAGES)
+    found = otel.metrics()
+    served = {
+        names.GEN_AI_OPERATION_NAME: "chat",
+        names.GEN_AI_PROVIDER_NAME: "openrouter",
+        names.GEN_AI_REQUEST_MODEL: "gpt-x-2026",  # what went on the wire
+        names.GEN_AI_RESPONSE_MODEL: fake.received("openrouter")[1]["model"],
+    }
+    failed = {k: v for k, v in served.items() if k != names.GEN_AI_RESPONSE_MODEL}
+    failed[names.ERROR_TYPE] = "400"
+    assert sorted(
+        (sorted(attrs.items()), count)
+        for attrs, count in found[names.METRIC_GEN_AI_OPERATION_DURATION]
+    ) == sorted([(sorted(served.items()), 1), (sorted(failed.items()), 1)])
+    tokens = {
+        attrs[names.GEN_AI_TOKEN_TYPE]: count
+        for attrs, count in found[names.METRIC_GEN_AI_TOKEN_USAGE]
+    }
+    assert tokens == {"input": 1, "output": 1}  # one record of each, for the one answer

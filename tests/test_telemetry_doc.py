@@ -92,7 +92,7 @@ def _role(span_name: str) -> str:
         return On.STORE.value
     if span_name == "outer":
         return "outer"
-    return On.CALL.value if span_name.startswith("swerve ") else "attempt"
+    return "attempt" if span_name.startswith("swerve attempt ") else On.CALL.value
 
 
 def test_doc_events_are_the_decision_table() -> None:

@@ -314,4 +314,4 @@ print(sorted(span.name for span in exporter.get_finished_spans()))
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
-    assert out.stdout.strip() == "['chat m', 'swerve chat a/m']", out.stdout  # call, attempt
+    assert out.stdout.strip() == "['chat m', 'swerve attempt a/m']", out.stdout  # call, attempt

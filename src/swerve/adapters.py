@@ -12,6 +12,10 @@
   request on a :data:`Wire` to a model ends up at Anthropic's checks. The names the rules
   read (block types, marker and reasoning keys) are here too, so an adapter reads the same.
 
+* The trace an adapter runs in: :func:`in_llm_span` marks a context whose current span is a
+  framework's LLM span (one the adapter made current), so a call started in it leaves the
+  call's token usage to that span, which counts it already.
+
 Every name is the very object swerve's own transport uses; docs/extending.md shows each part.
 """
 
@@ -26,6 +30,7 @@ from ._failures import (
     UpstreamError,
     classify,
 )
+from ._telemetry.telemetry import in_llm_span
 from ._wire.rules import (
     ANTHROPIC_MARKABLE,
     CACHE_CONTROL,
@@ -65,6 +70,7 @@ __all__ = [
     "Wire",
     "WireRules",
     "classify",
+    "in_llm_span",
     "is_blank_text",
     "is_claude",
     "prepare_for_route",

@@ -319,7 +319,8 @@ def test_prometheus_names_are_what_the_exporter_produces() -> None:
         store.close()
         provider.shutdown()
     samples = {line.split("{")[0].split(" ")[0] for line in text.splitlines() if line[:1] != "#"}
-    families = {re.sub(r"_(bucket|count|sum)$", "", s) for s in samples if s.startswith("swerve")}
+    ours = ("swerve", "gen_ai")  # swerve's own metrics, and the GenAI conventions' client ones
+    families = {re.sub(r"_(bucket|count|sum)$", "", s) for s in samples if s.startswith(ours)}
     assert families == set(PROMETHEUS_NAMES.values())
     assert 'swerve_route_degraded{otel_scope_name="swerve"' in text
     assert 'swerve_route="a/x"' in text  # the attribute's label name

@@ -31,7 +31,9 @@ class Tree:
 
     @property
     def call(self) -> ReadableSpan:
-        (span,) = [s for s in self.scoped(SWERVE_SCOPE) if s.name.startswith("swerve ")]
+        (span,) = [
+            s for s in self.scoped(SWERVE_SCOPE) if n.ROUTE_REQUESTED in (s.attributes or {})
+        ]
         return span
 
     @property

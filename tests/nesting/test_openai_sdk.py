@@ -51,11 +51,31 @@ def _check_shape(tree: Tree, family: Family) -> ReadableSpan:
     # One request each, right below it.
     per_attempt = [[s for s in tree.http_spans() if tree.parent(s) is a] for a in attempts]
     assert [len(spans) for spans in per_attempt] == [1] * len(attempts)
-    # swerve's spans are not LLM spans by the family's own marks; they carry the GenAI
-    # operation, which backends that read gen_ai.* (Phoenix) map to the LLM kind.
+    # swerve's spans are not LLM spans by the family's own marks. The call span is the one
+    # GenAI inference span of swerve's (backends that read gen_ai.* map it to the LLM kind);
+    # the attempts are not inferences of their own.
     assert not [s for s in (tree.call, *attempts) if family.marks_llm(s)]
-    assert all(s.attributes[n.GEN_AI_OPERATION_NAME] == "chat" for s in (tree.call, *attempts))
+    assert tree.call.attributes[n.GEN_AI_OPERATION_NAME] == "chat"
+    assert not [a for a in attempts if n.GEN_AI_OPERATION_NAME in (a.attributes or {})]
+    # Inside the SDK's LLM span, which counts the call's tokens, swerve's spans carry none a
+    # backend would add to them.
+    assert _tokens(tree.call, *attempts) == 0
     return llm
+
+
+def _tokens(*spans: ReadableSpan) -> int:
+    """The tokens a GenAI backend adds up over ``spans``: Phoenix reads OpenInference's
+    ``llm.token_count.*`` and the GenAI conventions' ``gen_ai.usage.*`` (totals excluded)."""
+    counted = ("llm.token_count.prompt", "llm.token_count.completion", "gen_ai.usage.")
+    return sum(
+        int(v)
+        for s in spans
+        for k, v in (s.attributes or {}).items()
+        if k.startswith(counted)
+        and isinstance(v, int)
+        and not k.endswith("total_tokens")
+        and "cache" not in k
+    )
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
@@ -174,3 +194,40 @@ def test_a_stream_the_sdk_reads_to_its_finish_is_served(
     (attempt,) = tree.attempts
     assert attempt.attributes[n.ATTEMPT_OUTCOME] == "success"
     assert tree.call.status.status_code is not StatusCode.ERROR
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_backends_token_totals_are_the_same_with_swerve_as_without(
+    otel: TelemetryRecorder, family: Family, fake_provider: FakeProvider, failover: Failover,
+    mode: str,
+) -> None:  # fmt: skip
+    # The same answer (the fallback's: 10 in, 5 out), once straight from the provider and
+    # once through swerve after a failover: what a backend sums over the trace is the same.
+    import openai
+
+    def direct() -> Any:
+        return openai.OpenAI(
+            base_url=f"{fake_provider.url('fallback')}/v1", api_key="k", max_retries=0
+        ).chat.completions.create(model="fake-model", messages=MESSAGES)
+
+    async def adirect() -> Any:
+        client = openai.AsyncOpenAI(
+            base_url=f"{fake_provider.url('fallback')}/v1", api_key="k", max_retries=0
+        )
+        return await client.chat.completions.create(model="fake-model", messages=MESSAGES)
+
+    def swerved() -> Any:
+        return sdk_client(fake_provider, failover).chat.completions.create(
+            model=PRIMARY, messages=MESSAGES
+        )
+
+    async def aswerved() -> Any:
+        client = sdk_client(fake_provider, failover, is_async=True)
+        return await client.chat.completions.create(model=PRIMARY, messages=MESSAGES)
+
+    (direct() if mode == "sync" else asyncio.run(adirect()))
+    without = _tokens(*otel.finished())
+    otel.spans.clear()
+    fake_provider.script("primary", OUTAGE["create"])
+    (swerved() if mode == "sync" else asyncio.run(aswerved()))
+    assert _tokens(*otel.finished()) == without == 15

@@ -54,13 +54,13 @@ async def test_two_503s_then_the_fallback_answers_and_the_next_call_starts_there
     assert P in health.unavailable(clock.now)
 
     (call,) = otel.call_spans()
-    assert call.name == f"swerve chat {P}"
+    assert call.name == "chat fake-model"  # the inference span: the model asked for
     assert call.attributes is not None
     assert call.attributes["swerve.route.requested"] == P
     assert call.attributes["swerve.route.served"] == F
     assert call.attributes["gen_ai.response.model"] == "claude-fake"
     assert call.attributes["swerve.attempts"] == 3 and call.attributes["swerve.swaps"] == 1
-    assert call.attributes.get("swerve.stream", False) is mode.stream
+    assert call.attributes.get("gen_ai.request.stream", False) is mode.stream
     attempts = otel.attempt_spans()
     assert [s.attributes["swerve.route"] for s in attempts] == [P, P, F]  # type: ignore[index]
     assert all(s.parent is not None and s.parent.span_id == call.context.span_id for s in attempts)

@@ -16,7 +16,7 @@ from swerve._telemetry import names as names
 from swerve.testing import FakeProvider, Fault
 
 pytestmark = pytest.mark.anyio
-IN, OUT = names.GEN_AI_USAGE_INPUT_TOKENS, names.GEN_AI_USAGE_OUTPUT_TOKENS
+IN, OUT = names.ATTEMPT_INPUT_TOKENS, names.ATTEMPT_OUTPUT_TOKENS  # an attempt's own usage
 REASONS = names.GEN_AI_RESPONSE_FINISH_REASONS
 
 

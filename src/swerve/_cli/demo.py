@@ -303,7 +303,7 @@ class _Timeline(SpanProcessor):
         self.t0 = time.monotonic()
 
     def on_start(self, span: Any, parent_context: Any = None) -> None:
-        if span.name.startswith("swerve "):
+        if n.ROUTE_REQUESTED in (span.attributes or {}):  # a call (its span starts with it)
             self.call, self.printed = span, 0
             self.t0 = time.monotonic()
         else:
@@ -398,8 +398,8 @@ def _print_trace(console: Console, spans: Sequence[Any]) -> None:
 
 
 def _span_label(span: Any) -> str:
-    """A call: its span name and where it was served. An attempt: route and outcome first,
-    the span name (which names the model, not the route) after it, dimmer."""
+    """A call: its span name (the model asked for) and where it was served. An attempt:
+    route and outcome first, the span name after it, dimmer."""
     ms = f"{(span.end_time - span.start_time) / 1e6:.0f} ms"
     attrs = span.attributes or {}
     if n.ATTEMPT_NUMBER in attrs:

@@ -53,6 +53,8 @@ PROMETHEUS_NAMES: Final = {
     _t.METRIC_ATTEMPT_DURATION: "swerve_attempt_duration_seconds",
     _t.METRIC_ADDED_LATENCY: "swerve_call_added_latency_seconds",
     _t.METRIC_TIME_TO_FIRST_CHUNK: "swerve_stream_time_to_first_chunk_seconds",
+    _t.METRIC_GEN_AI_OPERATION_DURATION: "gen_ai_client_operation_duration_seconds",
+    _t.METRIC_GEN_AI_TOKEN_USAGE: "gen_ai_client_token_usage",
 }
 
 

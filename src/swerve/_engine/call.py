@@ -45,7 +45,6 @@ from .._telemetry.names import (
     CALL_RETRIES,
     CALL_SWAPS,
     ERROR_TYPE,
-    GEN_AI_RESPONSE_MODEL,
     ROUTE_SERVED,
 )
 from .._telemetry.telemetry import Telemetry
@@ -135,9 +134,12 @@ class Call:
         self.time = CallTime(config, clock, derived.bound_s)
         # Untraced, the call makes no span and leaves the caller's context current: its
         # attempts hold its span (the caller's, recording nothing) and attach nothing.
-        self.span, self.context = self.telemetry.start_call(
+        # nested: another instrumentation's LLM span holds the call (it counts the tokens).
+        self.span, self.context, self.nested = self.telemetry.start_call(
             wiring.operation, requested.name, requested.provider, requested.model, stream
         )
+        # Traced: the model the call asked for on the wire (its first attempt's there).
+        self.asked: str | None = None
         self.stream = stream
         # A pinned call stays on its route whatever its health says, retries included.
         self.pinned = pinned
@@ -263,6 +265,8 @@ class Call:
         now = self.time.now()
         duration = now - self.time.attempt_t0  # in_attempt(), written out
         route = self.current.name
+        if self.context is not None and self.asked is None and route == self.requested.name:
+            self.asked = self.attempt.request_model
         self.records.append(
             AttemptRecord(
                 self.current,
@@ -548,10 +552,12 @@ class Call:
         span = self.span
         if span.is_recording():  # else the attributes go nowhere: none is built
             # _summarise(), written out: every served call ends here.
-            answered = self.attempt  # the serving attempt: what the wire said it answered with
-            attrs: dict[str, AttributeValue] = {
+            named = self.requested.model
+            attrs = self.telemetry.answered(
+                span, self.wiring.operation, named, self.asked or named, self.attempt, self.nested
+            )
+            attrs |= {
                 ROUTE_SERVED: served.name,
-                GEN_AI_RESPONSE_MODEL: answered.response_model or answered.request_model,
                 CALL_ATTEMPTS: len(records),
             }
             if len(records) > 1:
@@ -559,7 +565,13 @@ class Call:
                 attrs[CALL_SWAPS] = self.swaps
             span.set_attributes(attrs)
         span.end()
-        self.telemetry.call_ended(self.requested.name, duration, served=served.name, added=added)
+        self.telemetry.call_ended(
+            self.requested.name,
+            duration,
+            served=served.name,
+            added=added,
+            inference=None if self.nested else (self.wiring.operation, self.attempt),
+        )
         # result(), written out
         return Result(value, served, self.requested, tuple(records), tuple(self.skipped))
 
@@ -576,7 +588,10 @@ class Call:
             self.span.set_status(Status(StatusCode.ERROR, failure.kind.value))
         self.span.end()
         self.telemetry.call_ended(
-            self.requested.name, self.time.in_call(), error_type=failure.error_type
+            self.requested.name,
+            self.time.in_call(),
+            error_type=failure.error_type,
+            inference=None if self.nested else (self.wiring.operation, self.attempt),
         )
         _annotate(exc, self.requested, self.records)
 

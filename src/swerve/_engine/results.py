@@ -62,15 +62,15 @@ class Attempt:
         "_input_tokens",
         "_limited",
         "_output_tokens",
-        "_request_model",
-        "_response_id",
-        "_response_model",
-        "_server",
         "number",
         "read_timeout",
+        "request_model",
         "requested",
+        "response_id",
+        "response_model",
         "retry",
         "route",
+        "server",
         "swap",
         "time",
         "timeout",
@@ -104,10 +104,16 @@ class Attempt:
         self._finish_reasons: list[str] = []
         self._cache_read_tokens: int | None = None
         self._cache_write_tokens: int | None = None
-        self._request_model: str | None = None
-        self._response_model: str | None = None
-        self._response_id: str | None = None
-        self._server: tuple[str, int | None] | None = None
+        # What the wire said (report_request, report_response): plain attributes, read on
+        # every call's end.
+        self.request_model: str = route.model
+        """The model name sent on the wire, as reported; the route's model until then."""
+        self.response_model: str | None = None
+        """The model the provider said answered, if it said."""
+        self.response_id: str | None = None
+        """The provider's id of the response, if it said."""
+        self.server: tuple[str, int | None] | None = None
+        """The server this attempt sent to (address, port), if the adapter reported it."""
 
     def timeout_or(self, default: D) -> float | D:
         """swerve's limit for this attempt when there is one (``timeout``: 0.0 once it has
@@ -173,36 +179,17 @@ class Attempt:
         need not be the provider's: ``Upstream(model=...)``, a LangChain model's own
         ``model``) and the server it sent to. Telemetry names these, not the route's parts."""
         if model is not None:
-            self._request_model = model
+            self.request_model = model
         if server_address is not None:
-            self._server = (server_address, server_port)
+            self.server = (server_address, server_port)
 
     def report_response(self, model: str | None = None, response_id: str | None = None) -> None:
         """What the provider said it answered with: the model that answered (often a dated
         version of the one asked for) and the response's id. The first report of each holds."""
-        if model is not None and self._response_model is None:
-            self._response_model = model
-        if response_id is not None and self._response_id is None:
-            self._response_id = response_id
-
-    @property
-    def request_model(self) -> str:
-        """The model name sent on the wire, as reported; the route's model until then."""
-        return self._request_model or self.route.model
-
-    @property
-    def response_model(self) -> str | None:
-        """The model the provider said answered, if it said (None: not reported)."""
-        return self._response_model
-
-    @property
-    def response_id(self) -> str | None:
-        return self._response_id
-
-    @property
-    def server(self) -> tuple[str, int | None] | None:
-        """The server this attempt sent to (address, port), if the adapter reported it."""
-        return self._server
+        if model is not None and self.response_model is None:
+            self.response_model = model
+        if response_id is not None and self.response_id is None:
+            self.response_id = response_id
 
     def __repr__(self) -> str:
         return (

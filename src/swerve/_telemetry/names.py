@@ -9,13 +9,16 @@ from __future__ import annotations
 from typing import Final
 
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as _gen_ai
+from opentelemetry.semconv._incubating.metrics import gen_ai_metrics as _gen_ai_metrics
 from opentelemetry.semconv.attributes import error_attributes as _error
 from opentelemetry.semconv.attributes import http_attributes as _http
 from opentelemetry.semconv.attributes import server_attributes as _server
 
 __all__ = [
+    "ATTEMPT_INPUT_TOKENS",
     "ATTEMPT_NUMBER",
     "ATTEMPT_OUTCOME",
+    "ATTEMPT_OUTPUT_TOKENS",
     "ATTEMPT_PROBE",
     "ATTEMPT_RETRY",
     "BREAKER_FROM",
@@ -53,17 +56,20 @@ __all__ = [
     "FAILURE_IN_STREAM",
     "FAILURE_KIND",
     "FAILURE_MESSAGE",
+    "GEN_AI_DURATION_BUCKETS",
     "GEN_AI_OPERATION_NAME",
     "GEN_AI_PROVIDER_NAME",
     "GEN_AI_REQUEST_MODEL",
     "GEN_AI_RESPONSE_FINISH_REASONS",
     "GEN_AI_RESPONSE_ID",
     "GEN_AI_RESPONSE_MODEL",
+    "GEN_AI_TOKEN_BUCKETS",
     "GEN_AI_TOKEN_TYPE",
     "GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS",
     "GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS",
     "GEN_AI_USAGE_INPUT_TOKENS",
     "GEN_AI_USAGE_OUTPUT_TOKENS",
+    "HTTP_REQUEST_RESEND_COUNT",
     "HTTP_RESPONSE_STATUS_CODE",
     "INSTRUMENTATION_NAME",
     "METRIC_ADDED_LATENCY",
@@ -76,6 +82,8 @@ __all__ = [
     "METRIC_COOLDOWNS",
     "METRIC_DOWNGRADES",
     "METRIC_FAILOVER_TOKENS",
+    "METRIC_GEN_AI_OPERATION_DURATION",
+    "METRIC_GEN_AI_TOKEN_USAGE",
     "METRIC_PARTIAL_DISCARDS",
     "METRIC_PROBES",
     "METRIC_RETRIES",
@@ -130,6 +138,7 @@ TOKEN_INPUT: Final = _gen_ai.GenAiTokenTypeValues.INPUT
 TOKEN_OUTPUT: Final = _gen_ai.GenAiTokenTypeValues.COMPLETION
 ERROR_TYPE: Final = _error.ERROR_TYPE
 HTTP_RESPONSE_STATUS_CODE: Final = _http.HTTP_RESPONSE_STATUS_CODE
+HTTP_REQUEST_RESEND_COUNT: Final = _http.HTTP_REQUEST_RESEND_COUNT
 
 # --- attributes: swerve's own ----------------------------------------------------------------
 ROUTE: Final = "swerve.route"
@@ -140,6 +149,10 @@ ROUTE_TO: Final = "swerve.route.to"
 ATTEMPT_NUMBER: Final = "swerve.attempt.number"
 ATTEMPT_RETRY: Final = "swerve.attempt.retry"
 ATTEMPT_OUTCOME: Final = "swerve.attempt.outcome"
+# An attempt's own token usage: swerve's names, not gen_ai.usage.*, which only the inference
+# span (the call's) carries, so that a GenAI backend counts a call's tokens once.
+ATTEMPT_INPUT_TOKENS: Final = "swerve.attempt.input_tokens"
+ATTEMPT_OUTPUT_TOKENS: Final = "swerve.attempt.output_tokens"
 SWAP_INDEX: Final = "swerve.swap.index"
 REASON: Final = "swerve.reason"
 FAILURE_KIND: Final = "swerve.failure.kind"
@@ -160,7 +173,7 @@ BREAKER_TO: Final = "swerve.breaker.to"
 CALL_ATTEMPTS: Final = "swerve.attempts"
 CALL_RETRIES: Final = "swerve.retries"
 CALL_SWAPS: Final = "swerve.swaps"
-STREAM: Final = "swerve.stream"
+STREAM: Final = _gen_ai.GEN_AI_REQUEST_STREAM
 DISCARDED_TEXT: Final = "swerve.discarded.text"
 DISCARDED_REASONING: Final = "swerve.discarded.reasoning"
 DISCARDED_TOOL_CALL: Final = "swerve.discarded.tool_call"
@@ -177,8 +190,10 @@ DISCARDED_BY_PART: Final = {
 }
 
 # --- span names ------------------------------------------------------------------------------
-SPAN_CALL: Final = "swerve {operation} {route}"  # INTERNAL, one per logical call
-SPAN_ATTEMPT: Final = "{operation} {model}"  # CLIENT, one per attempt (GenAI convention)
+# The GenAI inference span covers the logical call as the caller sees it, retries included
+# (semantic conventions, GenAI spans); each attempt is an INTERNAL child that names its route.
+SPAN_CALL: Final = "{operation} {model}"  # CLIENT, one per logical call
+SPAN_ATTEMPT: Final = "swerve attempt {route}"  # INTERNAL, one per attempt
 SPAN_STORE: Final = "swerve store"  # INTERNAL, when a shared store starts or stops sharing
 
 # --- events (on the call span) ---------------------------------------------------------------
@@ -197,6 +212,16 @@ EVENT_CACHE_FIX: Final = "swerve.cache_fix"
 EVENT_DOWNGRADE: Final = "swerve.downgrade"
 
 # --- metrics ---------------------------------------------------------------------------------
+# The GenAI conventions' client metrics, one record per logical call (as the inference span).
+METRIC_GEN_AI_OPERATION_DURATION: Final = _gen_ai_metrics.GEN_AI_CLIENT_OPERATION_DURATION
+METRIC_GEN_AI_TOKEN_USAGE: Final = _gen_ai_metrics.GEN_AI_CLIENT_TOKEN_USAGE
+# Their advisory bucket boundaries, as the conventions give them.
+GEN_AI_DURATION_BUCKETS: Final = (
+    0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
+)  # fmt: skip
+GEN_AI_TOKEN_BUCKETS: Final = (
+    1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864,
+)  # fmt: skip
 METRIC_ATTEMPTS: Final = "swerve.attempts"
 METRIC_RETRIES: Final = "swerve.retries"
 METRIC_SWAPS: Final = "swerve.swaps"

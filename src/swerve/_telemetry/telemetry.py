@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from opentelemetry import metrics, trace
-from opentelemetry.context import Context
+from opentelemetry.context import Context, create_key, get_value, set_value
 from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.trace import NonRecordingSpan, Span, SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
@@ -36,13 +36,23 @@ if TYPE_CHECKING:
     from .._health.store import HealthStore
 
 __all__ = ["ERROR_TYPE_LIMIT", "OVERFLOW", "ROUTE_LIMIT", "Telemetry"]
-__all__ += ["default_telemetry"]
+__all__ += ["default_telemetry", "in_llm_span"]
 __all__ += n.__all__  # every name swerve emits
 
 _log = logging.getLogger("swerve")
 
 # The global providers that trace nothing: none installed yet (the proxy), or the no-op one.
 _NO_TRACING = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
+# The GenAI operations that are an inference: a span of one is an LLM call.
+_INFERENCE = frozenset({"chat", "text_completion", "generate_content"})
+_IN_LLM_SPAN = create_key("swerve.in_llm_span")
+
+
+def in_llm_span(context: Context) -> Context:
+    """``context`` marked as inside a framework's LLM span (one an adapter made current, whose
+    attributes may come only when it ends): a swerve call started in it leaves the call's token
+    usage (the ``gen_ai.usage.*`` attributes, the GenAI client metrics) to that span."""
+    return set_value(_IN_LLM_SPAN, True, context)
 
 
 def _loggable(value: object) -> str:
@@ -117,6 +127,19 @@ class Telemetry:
         self.time_to_first_chunk = histogram(
             n.METRIC_TIME_TO_FIRST_CHUNK, "From attempt start to its first content chunk"
         )
+        self.operation_duration = meter.create_histogram(
+            n.METRIC_GEN_AI_OPERATION_DURATION,
+            "s",
+            "GenAI operation duration: one logical call, retries and swaps included",
+            explicit_bucket_boundaries_advisory=n.GEN_AI_DURATION_BUCKETS,
+        )
+        self.token_usage = meter.create_histogram(
+            n.METRIC_GEN_AI_TOKEN_USAGE,
+            "{token}",
+            "Number of input and output tokens of the answer a call got",
+            explicit_bucket_boundaries_advisory=n.GEN_AI_TOKEN_BUCKETS,
+        )
+        self._models: set[str] = set()  # response models seen: bounded like routes
         for name, observe, description in (
             (n.METRIC_ROUTE_DEGRADED, self._observe_degraded, "1 while a route is cooling down"),
             (n.METRIC_BREAKER_STATE, self._observe_breaker, "Breaker state per route: 0 closed, "
@@ -207,9 +230,12 @@ class Telemetry:
         served: str | None = None,
         error_type: str | None = None,
         added: float | None = None,
+        inference: tuple[str, Attempt] | None = None,
     ) -> None:
         """A call ended, served (``served``) or failed (``error_type``): its duration and, when
-        failover happened, the latency it added."""
+        failover happened, the latency it added. ``inference``: the GenAI operation and the
+        attempt that answered (or failed last), for the GenAI client metrics; None when
+        another instrumentation's LLM span holds the call (it records them)."""
         attrs: dict[str, AttributeValue] = {n.ROUTE_REQUESTED: requested}
         if served is not None:
             attrs[n.ROUTE_SERVED] = served
@@ -219,6 +245,37 @@ class Telemetry:
         self.call_duration.record(duration, attrs)
         if added is not None:
             self.added_latency.record(added, attrs)
+        if inference is None:
+            return
+        operation, attempt = inference
+        genai: dict[str, AttributeValue] = {
+            n.GEN_AI_OPERATION_NAME: operation,
+            n.GEN_AI_PROVIDER_NAME: attempt.route.provider,
+            n.GEN_AI_REQUEST_MODEL: attempt.request_model,
+        }
+        if error_type is not None:
+            genai[n.ERROR_TYPE] = attrs[n.ERROR_TYPE]  # bounded above
+            self.operation_duration.record(duration, genai)
+            return
+        if (model := attempt.response_model) is not None:
+            # A name from the wire: bounded like route names (the first ROUTE_LIMIT kept).
+            seen = self._models
+            if model not in seen:
+                if len(seen) >= ROUTE_LIMIT:
+                    model = OVERFLOW
+                else:
+                    seen.add(model)
+            genai[n.GEN_AI_RESPONSE_MODEL] = model
+        self.operation_duration.record(duration, genai)
+        usage = attempt.usage
+        if usage.input_tokens is not None:
+            self.token_usage.record(
+                usage.input_tokens, {**genai, n.GEN_AI_TOKEN_TYPE: n.TOKEN_INPUT.value}
+            )
+        if usage.output_tokens is not None:
+            self.token_usage.record(
+                usage.output_tokens, {**genai, n.GEN_AI_TOKEN_TYPE: n.TOKEN_OUTPUT.value}
+            )
 
     def first_chunk(self, route: str, seconds: float) -> None:
         """A stream attempt's first content chunk came ``seconds`` after the attempt began."""
@@ -235,20 +292,34 @@ class Telemetry:
 
     def start_call(
         self, operation: str, requested: str, provider: str, model: str, stream: bool
-    ) -> tuple[Span, Context | None]:
-        """The call's span and the context its attempts run in. Untraced (see :meth:`tracing`)
+    ) -> tuple[Span, Context | None, bool]:
+        """The call's span, the GenAI inference span of the call as its caller sees it; the
+        context its attempts run in; and whether the call runs inside another
+        instrumentation's LLM span. Untraced (see :meth:`tracing`)
         the span is the caller's, recording nothing (what the no-op tracer's spans are), and
         the context None: nothing is attached, the caller's context stays current."""
-        # tracing(), written out: every call starts here.
+        parent = trace.get_current_span()
+        # Inside another instrumentation's LLM span: OpenInference marks one with
+        # openinference.span.kind, the GenAI conventions (OpenLLMetry, the SDKs' own
+        # instrumentations) with an inference gen_ai.operation.name. A span whose attributes
+        # cannot be read (not an SDK span) is not one.
+        given = getattr(parent, "attributes", None)
+        nested = get_value(_IN_LLM_SPAN) is True or (
+            given is not None
+            and (
+                given.get("openinference.span.kind") == "LLM"
+                or given.get(n.GEN_AI_OPERATION_NAME) in _INFERENCE
+            )
+        )
+        # tracing(), written out
         if self._proxy:
             traced = not isinstance(trace.get_tracer_provider(), _NO_TRACING)
         else:
             traced = self._traced
         if not traced:
-            current = trace.get_current_span()
-            if not isinstance(current, NonRecordingSpan):
-                current = NonRecordingSpan(current.get_span_context())
-            return current, None
+            if not isinstance(parent, NonRecordingSpan):
+                parent = NonRecordingSpan(parent.get_span_context())
+            return parent, None, nested
         attributes: dict[str, AttributeValue] = {
             n.GEN_AI_OPERATION_NAME: operation,
             n.GEN_AI_PROVIDER_NAME: provider,
@@ -258,11 +329,47 @@ class Telemetry:
         if stream:
             attributes[n.STREAM] = True
         span = self.tracer.start_span(
-            n.SPAN_CALL.format(operation=operation, route=requested),
-            kind=SpanKind.INTERNAL,
+            n.SPAN_CALL.format(operation=operation, model=model),
+            kind=SpanKind.CLIENT,
             attributes=attributes,
         )
-        return span, trace.set_span_in_context(span)
+        return span, trace.set_span_in_context(span), nested
+
+    def answered(
+        self, span: Span, operation: str, named: str, asked: str, attempt: Attempt, nested: bool
+    ) -> dict[str, AttributeValue]:
+        """The GenAI attributes of a served call's span, from what the wire said on the
+        attempt that served it (the call span is the inference span: it carries them once).
+        ``named``: the model the span was named with when the call began (its route's);
+        ``asked``: the model the call asked for on the wire, which names it from now on.
+        ``nested``: the call runs inside another instrumentation's LLM span, which counts the
+        tokens already; its span then carries no usage, so a backend counts them once."""
+        if asked != named:
+            span.update_name(n.SPAN_CALL.format(operation=operation, model=asked))
+        attrs: dict[str, AttributeValue] = {
+            n.GEN_AI_REQUEST_MODEL: asked,
+            n.GEN_AI_PROVIDER_NAME: attempt.route.provider,
+            n.GEN_AI_RESPONSE_MODEL: attempt.response_model or attempt.request_model,
+        }
+        if (response_id := attempt.response_id) is not None:
+            attrs[n.GEN_AI_RESPONSE_ID] = response_id
+        if (server := attempt.server) is not None:
+            attrs[n.SERVER_ADDRESS] = server[0]
+            if server[1] is not None:
+                attrs[n.SERVER_PORT] = server[1]
+        usage = attempt.usage
+        if usage.finish_reasons:
+            attrs[n.GEN_AI_RESPONSE_FINISH_REASONS] = usage.finish_reasons
+        if not nested:
+            for key, count in (
+                (n.GEN_AI_USAGE_INPUT_TOKENS, usage.input_tokens),
+                (n.GEN_AI_USAGE_OUTPUT_TOKENS, usage.output_tokens),
+                (n.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, usage.cache_read_tokens),
+                (n.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS, usage.cache_write_tokens),
+            ):
+                if count is not None:
+                    attrs[key] = count
+        return attrs
 
     def start_attempt(
         self,
@@ -275,21 +382,24 @@ class Telemetry:
         swap: int,
         context: Context | None,
     ) -> Span:
+        # No gen_ai.operation.name: an attempt is part of the inference (the call's span), not
+        # one of its own, so a GenAI backend shows one LLM call however many attempts it took.
         attributes: dict[str, AttributeValue] = {
-            n.GEN_AI_OPERATION_NAME: operation,
             n.GEN_AI_PROVIDER_NAME: provider,
             n.GEN_AI_REQUEST_MODEL: model,
             n.ROUTE: route,
             n.ATTEMPT_NUMBER: number,
         }
+        if number > 1:  # the HTTP conventions' count of resends: every attempt after the first
+            attributes[n.HTTP_REQUEST_RESEND_COUNT] = number - 1
         if retry:  # absent means 0: each attribute costs on the hot path
             attributes[n.ATTEMPT_RETRY] = retry
         if swap:
             attributes[n.SWAP_INDEX] = swap
         return self.tracer.start_span(
-            n.SPAN_ATTEMPT.format(operation=operation, model=model),
+            n.SPAN_ATTEMPT.format(route=route),
             context=context,
-            kind=SpanKind.CLIENT,
+            kind=SpanKind.INTERNAL,
             attributes=attributes,
         )
 
@@ -329,13 +439,9 @@ class Telemetry:
                 if server[1] is not None:
                     attrs[n.SERVER_PORT] = server[1]
             if usage.input_tokens is not None:
-                attrs[n.GEN_AI_USAGE_INPUT_TOKENS] = usage.input_tokens
+                attrs[n.ATTEMPT_INPUT_TOKENS] = usage.input_tokens
             if usage.output_tokens is not None:
-                attrs[n.GEN_AI_USAGE_OUTPUT_TOKENS] = usage.output_tokens
-            if usage.cache_read_tokens is not None:
-                attrs[n.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = usage.cache_read_tokens
-            if usage.cache_write_tokens is not None:
-                attrs[n.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS] = usage.cache_write_tokens
+                attrs[n.ATTEMPT_OUTPUT_TOKENS] = usage.output_tokens
             # A failure before the provider said how the answer ended (a truncated stream, an
             # error status, a reset) ended it in an error.
             reasons = usage.finish_reasons or (("error",) if outcome == "failure" else ())

@@ -86,7 +86,8 @@ class TelemetryRecorder:
         return list(self.spans.get_finished_spans())
 
     def call_spans(self) -> list[ReadableSpan]:
-        return [s for s in self.finished() if s.name.startswith("swerve ")]
+        """swerve's call spans (one per logical call, the GenAI inference span)."""
+        return [s for s in self.finished() if "swerve.route.requested" in (s.attributes or {})]
 
     def attempt_spans(self) -> list[ReadableSpan]:
         return [s for s in self.finished() if "swerve.attempt.number" in (s.attributes or {})]

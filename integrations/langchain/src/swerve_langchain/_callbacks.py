@@ -45,6 +45,7 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 
 from swerve import Route, StreamReset
+from swerve.adapters import in_llm_span
 
 __all__ = [
     "RESULT_EVENT",
@@ -288,7 +289,8 @@ def framework_context(run: Run) -> Context | None:
         except Exception:  # a handler's internals are not ours: never break a call over them
             continue
         if isinstance(span, trace.Span) and span.is_recording():
-            return trace.set_span_in_context(span)
+            # An LLM span (its attributes may come only at its end): it counts the tokens.
+            return in_llm_span(trace.set_span_in_context(span))
     return None
 
 
