@@ -245,3 +245,26 @@ def test_the_genai_client_metrics_count_each_call_once(
         for attrs, count in found[names.METRIC_GEN_AI_TOKEN_USAGE]
     }
     assert tokens == {"input": 1, "output": 1}  # one record of each, for the one answer
+
+
+def test_durations_carry_exemplars_of_the_spans_they_measure(
+    mode: Mode, fake: FakeProvider, failover: Failover, otel: Otel
+) -> None:
+    # The SDK's default exemplar filter keeps a measurement made in a sampled span's context:
+    # each call and attempt duration points at its span, for a backend that keeps exemplars.
+    fake.script("openrouter", [Fault.status(503)])
+    mode.openai(_http(mode, fake, failover)).create(model=OR, messages=MESSAGES)
+    (call,) = otel.call_spans()
+    attempts = {s.context.span_id for s in otel.attempt_spans()}
+    data = otel.reader.get_metrics_data()
+    assert data is not None
+    linked: dict[str, set[int]] = {}
+    for rm in data.resource_metrics:
+        for sm in rm.scope_metrics:
+            for metric in sm.metrics:
+                for point in metric.data.data_points:
+                    for exemplar in getattr(point, "exemplars", None) or ():
+                        linked.setdefault(metric.name, set()).add(exemplar.span_id)
+    assert linked[names.METRIC_CALL_DURATION] == {call.context.span_id}
+    assert linked[names.METRIC_GEN_AI_OPERATION_DURATION] == {call.context.span_id}
+    assert linked[names.METRIC_ATTEMPT_DURATION] == attempts and len(attempts) == 2

@@ -571,6 +571,7 @@ class Call:
             served=served.name,
             added=added,
             inference=None if self.nested else (self.wiring.operation, self.attempt),
+            context=self.context,
         )
         # result(), written out
         return Result(value, served, self.requested, tuple(records), tuple(self.skipped))
@@ -592,6 +593,7 @@ class Call:
             self.time.in_call(),
             error_type=failure.error_type,
             inference=None if self.nested else (self.wiring.operation, self.attempt),
+            context=self.context,
         )
         _annotate(exc, self.requested, self.records)
 

@@ -231,20 +231,22 @@ class Telemetry:
         error_type: str | None = None,
         added: float | None = None,
         inference: tuple[str, Attempt] | None = None,
+        context: Context | None = None,
     ) -> None:
         """A call ended, served (``served``) or failed (``error_type``): its duration and, when
         failover happened, the latency it added. ``inference``: the GenAI operation and the
         attempt that answered (or failed last), for the GenAI client metrics; None when
-        another instrumentation's LLM span holds the call (it records them)."""
+        another instrumentation's LLM span holds the call (it records them). ``context``: the
+        call span's, so a backend that keeps exemplars links each duration to its trace."""
         attrs: dict[str, AttributeValue] = {n.ROUTE_REQUESTED: requested}
         if served is not None:
             attrs[n.ROUTE_SERVED] = served
         if error_type is not None:
             attrs[n.ERROR_TYPE] = error_type
         attrs = self._bounds(attrs)  # not self.bounded: one call less per call
-        self.call_duration.record(duration, attrs)
+        self.call_duration.record(duration, attrs, context)
         if added is not None:
-            self.added_latency.record(added, attrs)
+            self.added_latency.record(added, attrs, context)
         if inference is None:
             return
         operation, attempt = inference
@@ -255,7 +257,7 @@ class Telemetry:
         }
         if error_type is not None:
             genai[n.ERROR_TYPE] = attrs[n.ERROR_TYPE]  # bounded above
-            self.operation_duration.record(duration, genai)
+            self.operation_duration.record(duration, genai, context)
             return
         if (model := attempt.response_model) is not None:
             # A name from the wire: bounded like route names (the first ROUTE_LIMIT kept).
@@ -266,7 +268,7 @@ class Telemetry:
                 else:
                     seen.add(model)
             genai[n.GEN_AI_RESPONSE_MODEL] = model
-        self.operation_duration.record(duration, genai)
+        self.operation_duration.record(duration, genai, context)
         usage = attempt.usage
         if usage.input_tokens is not None:
             self.token_usage.record(
@@ -414,8 +416,11 @@ class Telemetry:
     ) -> None:
         """End an attempt's span (its outcome, its failure, and what the wire said: the model
         asked for and the one that answered, the response id, the server, the usage) and count
-        it; a failed attempt's tokens count as failover's cost."""
+        it, its duration linked to the span (an exemplar); a failed attempt's tokens count as
+        failover's cost."""
+        context = None
         if span.is_recording():  # else what it would carry goes nowhere: none is built
+            context = trace.set_span_in_context(span)
             usage = attempt.usage
             attrs: dict[str, AttributeValue] = {n.ATTEMPT_OUTCOME: outcome}
             sent = attempt.request_model
@@ -455,7 +460,7 @@ class Telemetry:
             counted[n.ERROR_TYPE] = failure.error_type
         counted = self._bounds(counted)
         self.attempts.add_bounded(1, counted)
-        self.attempt_duration.record(duration, counted)
+        self.attempt_duration.record(duration, counted, context)
         if outcome == "failure":
             usage = attempt.usage
             for kind, count in (
