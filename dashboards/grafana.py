@@ -42,6 +42,8 @@ COOLDOWNS: Final = PROMETHEUS_NAMES[t.METRIC_COOLDOWNS]
 PROBES: Final = PROMETHEUS_NAMES[t.METRIC_PROBES]
 DECLINED: Final = PROMETHEUS_NAMES[t.METRIC_SWAPS_DECLINED]
 WASTED_TOKENS: Final = PROMETHEUS_NAMES[t.METRIC_FAILOVER_TOKENS]
+TOKENS: Final = PROMETHEUS_NAMES[t.METRIC_TOKENS]
+COST: Final = PROMETHEUS_NAMES[t.METRIC_COST]
 CALL_DURATION: Final = PROMETHEUS_NAMES[t.METRIC_CALL_DURATION]
 ATTEMPT_DURATION: Final = PROMETHEUS_NAMES[t.METRIC_ATTEMPT_DURATION]
 
@@ -434,7 +436,7 @@ def build() -> dash.Dashboard:
                 f"{{{{{ROUTE}}}}} {{{{{REASON}}}}}",
             ).span(8)
         )
-        .with_row(dash.Row("Token waste"))
+        .with_row(dash.Row("Tokens, waste and cost"))
         .with_panel(
             _rate_panel(
                 "Tokens used by failed attempts per minute by route and type",
@@ -444,7 +446,27 @@ def build() -> dash.Dashboard:
                 "attempt reported usage.",
                 _or_zero(_per_minute(WASTED_TOKENS, [ROUTE, TOKEN_TYPE], ROUTE), ROUTE),
                 f"{{{{{ROUTE}}}}} {{{{{TOKEN_TYPE}}}}}",
-            ).span(24)
+            ).span(8)
+        )
+        .with_panel(
+            _rate_panel(
+                "Tokens per minute by route and what they were spent on",
+                "Every token a provider reported (swerve.tokens), by route: success for the "
+                "answers calls got, failure for attempts that failed (failover's cost). 0 "
+                "(none) when no provider reported usage.",
+                _or_zero(_per_minute(TOKENS, [ROUTE, OUTCOME], ROUTE), ROUTE),
+                f"{{{{{ROUTE}}}}} {{{{{OUTCOME}}}}}",
+            ).span(8)
+        )
+        .with_panel(
+            _rate_panel(
+                "Cost per hour by route and what it was spent on",
+                "What those tokens cost at the prices given to swerve.Telemetry(prices=...) "
+                "(swerve.cost), by route: success for answers, failure for failover's cost. 0 "
+                "(none) with no prices, or no usage reported.",
+                _or_zero(_per_minute(COST, [ROUTE, OUTCOME], ROUTE) + " * 60", ROUTE),
+                f"{{{{{ROUTE}}}}} {{{{{OUTCOME}}}}}",
+            ).span(8)
         )
     )
     for number, panel in enumerate(board.build().panels or [], 1):  # stable ids, in grid order

@@ -15,8 +15,10 @@ import httpx
 import httpx2
 import openai
 import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-from swerve import Failover, FallbackConfig, Route
+from swerve import Failover, FallbackConfig, Route, Telemetry
 from swerve._telemetry import names as names
 from swerve.httpx import Upstream
 from swerve.testing import FakeProvider, Fault, Reply
@@ -268,3 +270,59 @@ def test_durations_carry_exemplars_of_the_spans_they_measure(
     assert linked[names.METRIC_CALL_DURATION] == {call.context.span_id}
     assert linked[names.METRIC_GEN_AI_OPERATION_DURATION] == {call.context.span_id}
     assert linked[names.METRIC_ATTEMPT_DURATION] == attempts and len(attempts) == 2
+
+
+def test_tokens_and_their_cost_by_route_and_what_they_were_spent_on() -> None:
+    reader = InMemoryMetricReader()
+    telemetry = Telemetry(
+        meter_provider=MeterProvider(metric_readers=[reader]),
+        prices={"primary/m": (1.0, 4.0), "m-backup": (2.0, 10.0)},  # by route, by wire model
+    )
+
+    def points(name: str) -> list[tuple[dict[str, Any], Any]]:
+        data = reader.get_metrics_data()
+        assert data is not None
+        return [
+            (dict(p.attributes or {}), p.value)
+            for rm in data.resource_metrics
+            for sm in rm.scope_metrics
+            for m in sm.metrics
+            if m.name == name
+            for p in m.data.data_points
+        ]
+
+    fo = Failover(
+        FallbackConfig(fallbacks={"primary/m": "backup/m"}, max_retries=0),
+        telemetry=telemetry,
+    )
+
+    def answer(attempt: Any) -> str:
+        if attempt.route.name == "backup/m":
+            attempt.report_request("m-backup")  # the name the backup's wire takes
+        attempt.report_usage(input_tokens=1000, output_tokens=100)
+        if attempt.route.name == "primary/m":
+            raise TimeoutError("cut off after it reported its usage")
+        return "ok"
+
+    assert fo.call("primary/m", answer).value == "ok"
+    tokens = {
+        (a[names.ROUTE], a[names.GEN_AI_TOKEN_TYPE], a[names.ATTEMPT_OUTCOME]): v
+        for a, v in points(names.METRIC_TOKENS)
+        if v
+    }
+    assert tokens == {
+        ("primary/m", "input", "failure"): 1000, ("primary/m", "output", "failure"): 100,
+        ("backup/m", "input", "success"): 1000, ("backup/m", "output", "success"): 100,
+    }  # fmt: skip
+    cost = {
+        (a[names.ROUTE], a[names.ATTEMPT_OUTCOME]): round(v, 9)
+        for a, v in points(names.METRIC_COST)
+        if v
+    }
+    assert cost == {("primary/m", "failure"): 0.0014, ("backup/m", "success"): 0.003}
+
+
+@pytest.mark.parametrize("price", [(1.0,), (-1.0, 2.0), (float("nan"), 1.0), "3,15", (True, 1)])
+def test_a_price_that_is_not_two_numbers_is_refused_naming_it(price: Any) -> None:
+    with pytest.raises(ValueError, match=r"prices\['a/m'\]"):
+        Telemetry(prices={"a/m": price})

@@ -127,8 +127,11 @@ def emitted() -> Iterator[dict[str, Any]]:
     reader = InMemoryMetricReader()
     meter_provider = MeterProvider(metric_readers=[reader])
     clock = FakeClock()
-    telemetry = Telemetry(tracer_provider, meter_provider, record_messages=True, clock=clock)
     P, F = "primary/model-a", "fallback/model-b"
+    telemetry = Telemetry(
+        tracer_provider, meter_provider, record_messages=True, clock=clock,
+        prices={F: (1.0, 2.0)},  # the tokens reported below get a cost
+    )  # fmt: skip
     config = FallbackConfig(
         fallbacks={P: F}, max_retries=1, jitter=False,
         breaker={"min_calls": 2, "failure_rate": 1.0, "open_s": 10},

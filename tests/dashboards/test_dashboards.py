@@ -124,6 +124,8 @@ def test_dashboard_has_the_panels_and_variables() -> None:
         "Recovery probes per minute by route and outcome": "timeseries",
         "Swaps declined per minute by route and reason": "timeseries",
         "Tokens used by failed attempts per minute by route and type": "timeseries",
+        "Tokens per minute by route and what they were spent on": "timeseries",
+        "Cost per hour by route and what it was spent on": "timeseries",
     }
     variables = {v["name"]: v for v in board["templating"]["list"]}
     assert variables["datasource"]["type"] == "datasource"
@@ -184,7 +186,7 @@ def test_dashboard_reads_top_down_health_errors_latency_decisions_waste() -> Non
         "Errors and calls moved away",
         "Latency",
         "Cooldowns, probes and declined swaps",
-        "Token waste",
+        "Tokens, waste and cost",
     ]
     cells = [p["gridPos"] for p in panels]
     assert cells == sorted(cells, key=lambda g: (g["y"], g["x"]))

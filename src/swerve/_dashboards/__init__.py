@@ -45,6 +45,8 @@ PROMETHEUS_NAMES: Final = {
     _t.METRIC_CACHE_FIXES: "swerve_cache_fixes_total",
     _t.METRIC_DOWNGRADES: "swerve_downgrades_total",
     _t.METRIC_FAILOVER_TOKENS: "swerve_failover_tokens_total",
+    _t.METRIC_TOKENS: "swerve_tokens_total",
+    _t.METRIC_COST: "swerve_cost_total",
     _t.METRIC_ROUTE_DEGRADED: "swerve_route_degraded",
     _t.METRIC_BREAKER_STATE: "swerve_breaker_state",
     _t.METRIC_STORE_UP: "swerve_store_up",

@@ -570,7 +570,7 @@ class Call:
             duration,
             served=served.name,
             added=added,
-            inference=None if self.nested else (self.wiring.operation, self.attempt),
+            inference=(self.wiring.operation, self.attempt, self.nested),
             context=self.context,
         )
         # result(), written out
@@ -592,7 +592,7 @@ class Call:
             self.requested.name,
             self.time.in_call(),
             error_type=failure.error_type,
-            inference=None if self.nested else (self.wiring.operation, self.attempt),
+            inference=(self.wiring.operation, self.attempt, self.nested),
             context=self.context,
         )
         _annotate(exc, self.requested, self.records)

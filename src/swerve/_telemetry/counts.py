@@ -39,6 +39,8 @@ _BREAKER_MOVES: Final = (
 )
 _PROBE_OUTCOMES: Final = ("success", "failure", "inconclusive")
 _TOKEN_TYPES: Final = (n.TOKEN_INPUT.value, n.TOKEN_OUTPUT.value)
+# What tokens were spent on: the answer a call got, or an attempt that failed (failover's cost).
+_SPENT: Final = ("success", "failure")
 
 
 class Counts:
@@ -53,13 +55,13 @@ class Counts:
     def __init__(self, bound: Callable[[Attributes], Attributes] = dict) -> None:
         self._bound = bound
         self._lock = threading.Lock()
-        self._values: dict[tuple[tuple[str, AttributeValue], ...], int] = {}
+        self._values: dict[tuple[tuple[str, AttributeValue], ...], float] = {}
 
-    def add(self, amount: int, attributes: Attributes) -> None:
+    def add(self, amount: float, attributes: Attributes) -> None:
         """Count ``amount`` under ``attributes``, bounded (route names, error types)."""
         self.add_bounded(amount, self._bound(attributes))
 
-    def add_bounded(self, amount: int, attributes: Attributes) -> None:
+    def add_bounded(self, amount: float, attributes: Attributes) -> None:
         """:meth:`add` for attributes that are bounded already."""
         key = tuple(attributes.items())
         with self._lock:
@@ -195,6 +197,13 @@ def zero_series(config: FallbackConfig) -> dict[str, list[dict[str, AttributeVal
         n.METRIC_FAILOVER_TOKENS: [
             {n.ROUTE: r, n.GEN_AI_TOKEN_TYPE: t} for r in routes for t in _TOKEN_TYPES
         ],
+        n.METRIC_TOKENS: [
+            {n.ROUTE: r, n.GEN_AI_TOKEN_TYPE: t, n.ATTEMPT_OUTCOME: o}
+            for r in routes
+            for t in _TOKEN_TYPES
+            for o in _SPENT
+        ],
+        n.METRIC_COST: [{n.ROUTE: r, n.ATTEMPT_OUTCOME: o} for r in routes for o in _SPENT],
     }
     for kind, emits in DECISIONS.items():
         if emits.metric is None:

@@ -80,6 +80,7 @@ __all__ = [
     "METRIC_CACHE_FIXES",
     "METRIC_CALL_DURATION",
     "METRIC_COOLDOWNS",
+    "METRIC_COST",
     "METRIC_DOWNGRADES",
     "METRIC_FAILOVER_TOKENS",
     "METRIC_GEN_AI_OPERATION_DURATION",
@@ -94,6 +95,7 @@ __all__ = [
     "METRIC_SWAPS",
     "METRIC_SWAPS_DECLINED",
     "METRIC_TIME_TO_FIRST_CHUNK",
+    "METRIC_TOKENS",
     "OPERATOR_ACTION",
     "PROBE_OUTCOME",
     "REASON",
@@ -223,6 +225,8 @@ GEN_AI_TOKEN_BUCKETS: Final = (
     1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864,
 )  # fmt: skip
 METRIC_ATTEMPTS: Final = "swerve.attempts"
+METRIC_TOKENS: Final = "swerve.tokens"
+METRIC_COST: Final = "swerve.cost"
 METRIC_RETRIES: Final = "swerve.retries"
 METRIC_SWAPS: Final = "swerve.swaps"
 METRIC_SWAPS_DECLINED: Final = "swerve.swaps_declined"

@@ -11,8 +11,9 @@ redaction before they reach a span.
 from __future__ import annotations
 
 import logging
+import math
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from opentelemetry import metrics, trace
@@ -22,7 +23,7 @@ from opentelemetry.trace import NonRecordingSpan, Span, SpanKind, Status, Status
 from opentelemetry.util.types import AttributeValue
 
 from .._engine.clock import SYSTEM_CLOCK, Clock
-from .._engine.results import Attempt
+from .._engine.results import Attempt, Usage
 from .._failures import Failure
 from .._version import __version__
 from . import names as n
@@ -46,6 +47,34 @@ _NO_TRACING = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
 # The GenAI operations that are an inference: a span of one is an LLM call.
 _INFERENCE = frozenset({"chat", "text_completion", "generate_content"})
 _IN_LLM_SPAN = create_key("swerve.in_llm_span")
+_INPUT, _OUTPUT = n.TOKEN_INPUT.value, n.TOKEN_OUTPUT.value
+
+
+def _checked_prices(
+    prices: Mapping[str, tuple[float, float]] | None,
+) -> dict[str, tuple[float, float]]:
+    """``prices`` (per million input and output tokens, by route or model name) as given, or a
+    ValueError naming the entry that is not two finite numbers >= 0."""
+    checked: dict[str, tuple[float, float]] = {}
+    for key, value in (prices or {}).items():
+        pair = tuple(value) if isinstance(value, tuple | list) else ()
+        if not (
+            isinstance(key, str)
+            and len(pair) == 2
+            and all(
+                isinstance(p, int | float)
+                and not isinstance(p, bool)
+                and math.isfinite(p)
+                and p >= 0
+                for p in pair
+            )
+        ):
+            raise ValueError(
+                f"Telemetry prices[{key!r}]: {value!r} is not (input, output), two prices "
+                ">= 0 per million tokens"
+            )
+        checked[key] = (float(pair[0]), float(pair[1]))
+    return checked
 
 
 def in_llm_span(context: Context) -> Context:
@@ -76,7 +105,9 @@ class Telemetry:
         *,
         record_messages: bool = False,
         clock: Clock = SYSTEM_CLOCK,
+        prices: Mapping[str, tuple[float, float]] | None = None,
     ) -> None:
+        self._prices = _checked_prices(prices)
         self.tracer = trace.get_tracer(n.INSTRUMENTATION_NAME, __version__, tracer_provider)
         meter = metrics.get_meter(n.INSTRUMENTATION_NAME, __version__, meter_provider)
         # Tracing off (the API's no-op tracer): a span's name and attributes go nowhere, so
@@ -111,6 +142,17 @@ class Telemetry:
         }
         self.failover_tokens = counter(
             n.METRIC_FAILOVER_TOKENS, "{token}", "Tokens the failed attempts used, by type"
+        )
+        self.tokens = counter(
+            n.METRIC_TOKENS,
+            "{token}",
+            "Tokens used, by route, type and outcome (success: the answers calls got; "
+            "failure: attempts that failed, what failover cost)",
+        )
+        self.cost = counter(
+            n.METRIC_COST,
+            "{USD}",
+            "What the tokens cost at the prices Telemetry was given, by route and outcome",
         )
         self.store_rejected = counter(
             n.METRIC_STORE_REJECTED,
@@ -200,6 +242,8 @@ class Telemetry:
         zeros = zero_series(config)
         self.attempts.seed(zeros[n.METRIC_ATTEMPTS])
         self.failover_tokens.seed(zeros[n.METRIC_FAILOVER_TOKENS])
+        self.tokens.seed(zeros[n.METRIC_TOKENS])
+        self.cost.seed(zeros[n.METRIC_COST])
         for kind, counts in self._decisions.items():
             counts.seed(zeros.get(DECISIONS[kind].metric or "", ()))
         routes = {self._bounds.route(route) for route in configured_routes(config)}
@@ -230,13 +274,14 @@ class Telemetry:
         served: str | None = None,
         error_type: str | None = None,
         added: float | None = None,
-        inference: tuple[str, Attempt] | None = None,
+        inference: tuple[str, Attempt, bool] | None = None,
         context: Context | None = None,
     ) -> None:
         """A call ended, served (``served``) or failed (``error_type``): its duration and, when
-        failover happened, the latency it added. ``inference``: the GenAI operation and the
-        attempt that answered (or failed last), for the GenAI client metrics; None when
-        another instrumentation's LLM span holds the call (it records them). ``context``: the
+        failover happened, the latency it added. ``inference``: the GenAI operation, the
+        attempt that answered (or failed last), and whether another instrumentation's LLM span
+        holds the call (it records the GenAI client metrics then); a served call's tokens and
+        their cost count for its route. ``context``: the
         call span's, so a backend that keeps exemplars links each duration to its trace."""
         attrs: dict[str, AttributeValue] = {n.ROUTE_REQUESTED: requested}
         if served is not None:
@@ -249,16 +294,40 @@ class Telemetry:
             self.added_latency.record(added, attrs, context)
         if inference is None:
             return
-        operation, attempt = inference
+        operation, attempt, nested = inference
+        if error_type is not None:
+            if not nested:
+                failed: dict[str, AttributeValue] = {
+                    n.GEN_AI_OPERATION_NAME: operation,
+                    n.GEN_AI_PROVIDER_NAME: attempt.route.provider,
+                    n.GEN_AI_REQUEST_MODEL: attempt.request_model,
+                    n.ERROR_TYPE: attrs[n.ERROR_TYPE],  # bounded above
+                }
+                self.operation_duration.record(duration, failed, context)
+            return
+        usage = attempt.usage
+        # spent(attempt, "success", usage), written out: every served call counts here (the
+        # served route is bounded in attrs already).
+        route = attrs[n.ROUTE_SERVED]
+        if usage.input_tokens:
+            self.tokens.add_bounded(
+                usage.input_tokens,
+                {n.ROUTE: route, n.GEN_AI_TOKEN_TYPE: _INPUT, n.ATTEMPT_OUTCOME: "success"},
+            )
+        if usage.output_tokens:
+            self.tokens.add_bounded(
+                usage.output_tokens,
+                {n.ROUTE: route, n.GEN_AI_TOKEN_TYPE: _OUTPUT, n.ATTEMPT_OUTCOME: "success"},
+            )
+        if self._prices and (usage.input_tokens or usage.output_tokens):
+            self._cost(attempt, "success", usage)
+        if nested:
+            return
         genai: dict[str, AttributeValue] = {
             n.GEN_AI_OPERATION_NAME: operation,
             n.GEN_AI_PROVIDER_NAME: attempt.route.provider,
             n.GEN_AI_REQUEST_MODEL: attempt.request_model,
         }
-        if error_type is not None:
-            genai[n.ERROR_TYPE] = attrs[n.ERROR_TYPE]  # bounded above
-            self.operation_duration.record(duration, genai, context)
-            return
         if (model := attempt.response_model) is not None:
             # A name from the wire: bounded like route names (the first ROUTE_LIMIT kept).
             seen = self._models
@@ -269,7 +338,6 @@ class Telemetry:
                     seen.add(model)
             genai[n.GEN_AI_RESPONSE_MODEL] = model
         self.operation_duration.record(duration, genai, context)
-        usage = attempt.usage
         if usage.input_tokens is not None:
             self.token_usage.record(
                 usage.input_tokens, {**genai, n.GEN_AI_TOKEN_TYPE: n.TOKEN_INPUT.value}
@@ -471,6 +539,27 @@ class Telemetry:
                     self.failover_tokens.add(
                         count, {n.ROUTE: route, n.GEN_AI_TOKEN_TYPE: kind.value}
                     )
+            self.spent(attempt, outcome, usage)
+
+    def spent(self, attempt: Attempt, outcome: str, usage: Usage) -> None:
+        """The tokens ``attempt`` reported, counted for its route by ``outcome`` (``success``:
+        the answer a call got; ``failure``: what failover cost), and their cost at the price
+        given for its route or model, if any."""
+        route = attempt.route.name
+        for kind, count in ((_INPUT, usage.input_tokens), (_OUTPUT, usage.output_tokens)):
+            if count:
+                self.tokens.add(
+                    count, {n.ROUTE: route, n.GEN_AI_TOKEN_TYPE: kind, n.ATTEMPT_OUTCOME: outcome}
+                )
+        if self._prices and (usage.input_tokens or usage.output_tokens):
+            self._cost(attempt, outcome, usage)
+
+    def _cost(self, attempt: Attempt, outcome: str, usage: Usage) -> None:
+        route = attempt.route.name
+        price = self._prices.get(route) or self._prices.get(attempt.request_model)
+        if price is not None:
+            spent = (usage.input_tokens or 0) * price[0] + (usage.output_tokens or 0) * price[1]
+            self.cost.add(spent / 1_000_000, {n.ROUTE: route, n.ATTEMPT_OUTCOME: outcome})
 
     # -- decisions ------------------------------------------------------------------------------
     def emit(self, record: Decision, span: Span | None = None) -> None:
