@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from opentelemetry import metrics, trace
+from opentelemetry._logs import LoggerProvider, SeverityNumber, get_logger
 from opentelemetry.context import Context, create_key, get_value, set_value
 from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.trace import NonRecordingSpan, Span, SpanKind, Status, StatusCode
@@ -95,7 +96,11 @@ class Telemetry:
 
     Instruments are created once here, never on the call path. ``record_messages`` is the
     opt-in for failure messages on spans (redacted either way; off by default). ``clock``'s
-    wall time is the instant the route-health gauges read the stores at.
+    wall time is the instant the route-health gauges read the stores at. ``prices``: per
+    million input and output tokens, by route or model name, for ``swerve.cost``.
+    ``log_decisions``: every decision is also emitted as a log-based event (the same name and
+    attributes as its span event, tied to that span) through ``logger_provider`` (or the
+    global one), for a logs pipeline.
     """
 
     def __init__(
@@ -106,8 +111,16 @@ class Telemetry:
         record_messages: bool = False,
         clock: Clock = SYSTEM_CLOCK,
         prices: Mapping[str, tuple[float, float]] | None = None,
+        log_decisions: bool = False,
+        logger_provider: LoggerProvider | None = None,
     ) -> None:
         self._prices = _checked_prices(prices)
+        # Opt-in: each decision also as a log-based event (OTEP 4430), tied to its span.
+        self._decision_log = (
+            get_logger(n.INSTRUMENTATION_NAME, __version__, logger_provider)
+            if log_decisions
+            else None
+        )
         self.tracer = trace.get_tracer(n.INSTRUMENTATION_NAME, __version__, tracer_provider)
         meter = metrics.get_meter(n.INSTRUMENTATION_NAME, __version__, meter_provider)
         # Tracing off (the API's no-op tracer): a span's name and attributes go nowhere, so
@@ -577,6 +590,14 @@ class Telemetry:
                 own.end()
         if span is not None:
             span.add_event(emits.event, attrs)
+        if self._decision_log is not None:
+            self._decision_log.emit(
+                event_name=emits.event,
+                attributes=attrs,
+                severity_number=SeverityNumber.INFO,
+                # The span the event is on: the record carries its trace and span ids.
+                context=trace.set_span_in_context(span) if span is not None else None,
+            )
         counts = self._decisions.get(type(record))
         if counts is not None:
             counts.add(1, {key: attrs[key] for key in emits.counted_by})
