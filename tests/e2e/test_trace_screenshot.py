@@ -34,7 +34,7 @@ def test_phoenix_shows_the_attempts_of_the_failover(
     out = DOCS_IMG if os.environ.get("SWERVE_WRITE_SCREENSHOT") == "1" else tmp_path / "trace.png"
     out.parent.mkdir(parents=True, exist_ok=True)
     call, primary, fallback = (
-        trace.root["name"], f"chat {flow.model_primary}", f"chat {flow.model_fallback}"
+        trace.root["name"], f"swerve attempt {flow.primary}", f"swerve attempt {flow.fallback}"
     )  # fmt: skip
     spec = {
         "spans": [call, primary, fallback],
