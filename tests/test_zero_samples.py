@@ -208,7 +208,8 @@ def _reads(expr: str) -> Iterator[tuple[str, dict[str, str], set[str]]]:
     by = {x.strip() for g in re.findall(r"\bby\s*\(([^)]*)\)", expr) for x in g.split(",")}
     # label_replace's target is made by the query from its source, which is read.
     replaced = re.findall(r'label_replace\([^,]+,\s*"([^"]+)",\s*"[^"]*",\s*"([^"]+)"', expr)
-    by = (by - {made for made, _ in replaced}) | {source for _, source in replaced}
+    # Both kept: one expression may read a label as it is and, elsewhere, made from another.
+    by |= {source for _, source in replaced}
     by |= set(re.findall(r"label_values\(\w+,\s*(\w+)\)", expr))  # a variable's values
     wanted = {x for x in by if x.startswith("swerve_")}
     for metric, selector in re.findall(r"\b(swerve_[a-z0-9_]+)(\{[^}]*\})?", expr):
@@ -238,9 +239,13 @@ def test_every_series_the_dashboard_and_rules_read_has_a_zero_in_the_exporter_te
     clock: FakeClock,
 ) -> None:
     samples = _exported(CONFIG, clock)
+    keys: dict[str, set[str]] = {}  # the labels each metric's series have
+    for name, labels, _ in samples:
+        keys.setdefault(name, set()).update(labels)
     checked = set()
     for expr in _queries():
-        for metric, matchers, wanted in _reads(expr):
+        for metric, matchers, grouped in _reads(expr):
+            wanted = grouped & keys.get(metric, grouped)  # what this metric is grouped by
             route_label = next((m for m in matchers if m in ROUTE_LABELS), None)
             route_label = route_label or next((w for w in wanted if w in ROUTE_LABELS), None)
             fixed = matchers.get(route_label or "", "$route")

@@ -51,9 +51,10 @@ class Lines:
 class Workload:
     """tests/dashboards/workload.py: swerve traffic against the fake provider, metrics on HTTP."""
 
-    def __init__(self, config: Path) -> None:
+    def __init__(self, config: Path, *, shipped: bool = False) -> None:
+        """``shipped``: swerve's default timings at one agent's pace (see workload.py)."""
         self.proc = subprocess.Popen(
-            [sys.executable, str(WORKLOAD), str(config)],
+            [sys.executable, str(WORKLOAD), str(config), *(["--shipped"] if shipped else [])],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             env={"PATH": "", "PYTHONUNBUFFERED": "1"},
         )  # fmt: skip
@@ -66,6 +67,20 @@ class Workload:
         self.proc.stdin.write(command + "\n")
         self.proc.stdin.flush()
         self.lines.expect(f"ok {command}")
+
+    def healthy(self) -> bool:
+        """Whether swerve itself sees every route in service again (read from the workload's
+        own metrics, not Prometheus): recovery as swerve sees it, the start of the alerts'
+        resolve budget."""
+        text = httpx.get(f"http://{self.target}/metrics", timeout=5).text
+        values = [
+            (line.split("{")[0], float(line.rsplit(" ", 1)[1]))
+            for line in text.splitlines()
+            if line.startswith(("swerve_route_degraded{", "swerve_breaker_state{"))
+        ]
+        return bool(values) and all(
+            value == 0 if name == "swerve_route_degraded" else value != 2 for name, value in values
+        )
 
     def stop(self) -> str:
         """Stop the workload; returns its stderr."""
@@ -122,17 +137,28 @@ class Server:
 
 class Prometheus(Server):
     """The Debian package's prometheus on 127.0.0.1, with its config and storage in ``home``;
-    it sends its alerts to the Alertmanager at ``alertmanager`` (``host:port``), if given."""
+    it sends its alerts to the Alertmanager at ``alertmanager`` (``host:port``), if given.
+
+    ``interval`` is the scrape and evaluation interval: 1 s for the tests, 15 s (a common
+    production setting) for bench/bench_alerts.py, which also keeps Prometheus's default
+    ``resend_delay`` (None) where the tests resend every second."""
 
     def __init__(
-        self, home: Path, target: str, rules: str, alertmanager: str | None = None
+        self,
+        home: Path,
+        target: str,
+        rules: str,
+        alertmanager: str | None = None,
+        *,
+        interval: str = "1s",
+        resend_delay: str | None = "1s",
     ) -> None:
         (home / "rules.yml").write_text(rules)
         config: dict[str, Any] = {
             "global": {
-                "scrape_interval": "1s",
+                "scrape_interval": interval,
                 "scrape_timeout": "1s",
-                "evaluation_interval": "1s",
+                "evaluation_interval": interval,
             },
             "rule_files": [str(home / "rules.yml")],
             "scrape_configs": [{"job_name": "swerve", "static_configs": [{"targets": [target]}]}],
@@ -149,7 +175,7 @@ class Prometheus(Server):
             f"--config.file={home / 'prometheus.yml'}",
             f"--storage.tsdb.path={home / 'data'}",
             f"--web.listen-address=127.0.0.1:{self.port}",
-            "--rules.alert.resend-delay=1s",
+            *([f"--rules.alert.resend-delay={resend_delay}"] if resend_delay else []),
         ]
         super().__init__("Prometheus", command, home, self.url)
         self.wait_ready()

@@ -31,12 +31,7 @@ PRIMARY = "openrouter/anthropic/claude-sonnet-5"
 FALLBACK = "anthropic/claude-sonnet-5"
 # The shipped rules with durations a test can wait out. Same definition, same expressions.
 E2E_TIMING = Timing(
-    degraded_for="2s",
-    swap_window="10s",
-    swaps_per_minute=5,
-    swap_for="1s",
-    chain_for="1s",
-    breaker_for="0s",
+    degraded_for="1s", moved_window="5s", chain_for="1s", chain_keep_firing_for="1s"
 )
 # What Grafana puts in place of the dashboard's variables: all routes, a rate window.
 VARIABLES = {"$route": ".*", "$__rate_interval": "30s"}
@@ -102,13 +97,6 @@ def test_outage_fires_the_alerts_fills_every_panel_and_recovery_resolves(
     assert float(degraded["value"]) == 1  # the processes that see it: the one workload
     assert PRIMARY in degraded["annotations"]["summary"]
     assert PRIMARY in degraded["annotations"]["description"]
-    for name in ("SwerveHighSwapRate", "SwerveBreakerOpen"):
-        alert = wait_for(
-            f"{name} to fire for the primary",
-            partial(_firing, prometheus, name, PRIMARY),
-            TIMEOUT,
-        )
-        assert PRIMARY in alert["annotations"]["summary"]
     # The fallback serves every call: its route is healthy, so no chain is dead.
     assert not prometheus.alerts("SwerveChainDegraded")
     degraded_routes = {
@@ -161,6 +149,8 @@ def test_every_route_of_the_chain_down_fires_the_chain_alert(
         assert alert["labels"]["severity"] == "critical"
         assert "instance" not in alert["labels"] and float(alert["value"]) == 1
         assert requested in alert["annotations"]["summary"]
+    # A dead chain is the chain alert's: the routes' own alerts do not start meanwhile.
+    assert not prometheus.alerts("SwerveRouteDegraded", "firing")
 
     workload.send("recover openrouter")
     workload.send("recover anthropic")
@@ -174,10 +164,11 @@ def test_the_e2e_rules_are_the_shipped_rules_with_shorter_durations() -> None:
         r["alert"] for g in fast["groups"] for r in g["rules"]
     ]
 
-    def shape(expr: str) -> str:  # only the swap-rate window and threshold may differ
-        return re.sub(r"> [\d.]+", "> N", re.sub(r"\[(5m|10s)\]", "[W]", expr))
+    def shape(expr: str) -> str:  # only the moved-away window may differ
+        return re.sub(r"(\[|offset )(1m|5s)\b", r"\1W", expr)
 
     for group_shipped, group_fast in zip(shipped["groups"], fast["groups"], strict=True):
         for a, b in zip(group_shipped["rules"], group_fast["rules"], strict=True):
             assert a["labels"] == b["labels"]
             assert shape(a["expr"]) == shape(b["expr"])
+            assert a.keys() == b.keys()  # for, keep_firing_for: set in both

@@ -1,13 +1,17 @@
 """A swerve process for the end-to-end test: steady traffic against the fake provider, metrics
 served for Prometheus through the OpenTelemetry Prometheus exporter.
 
-Run as ``python workload.py CONFIG.json``. It prints ``metrics 127.0.0.1:PORT`` once serving,
-then reads commands on stdin, one a line, and answers each with ``ok <command>``:
-``outage PROVIDER`` (every request to it gets a 503), ``recover PROVIDER``, ``quit``. It exits
-on ``quit`` or when stdin closes, so it never outlives the test.
+Run as ``python workload.py CONFIG.json [--shipped]``. It prints ``metrics 127.0.0.1:PORT`` once
+serving, then reads commands on stdin, one a line, and answers each with ``ok <command>``:
+``outage PROVIDER`` (every request to it gets a 503), ``recover PROVIDER``, ``blip PROVIDER``
+(its next request only gets a 429 with ``Retry-After: 2``), ``quit``. It exits on ``quit`` or
+when stdin closes, so it never outlives the test.
 
 Calls alternate between a unary call and a stream, both asking for the first route of the
-config, about twenty a second; failed calls (when every route is down) are counted and ignored.
+config; failed calls (when every route is down) are ignored. By default about twenty a second
+with fast failover timings (:data:`TIMING`), so a test sees an outage within a second or two;
+``--shipped`` runs the config as given (swerve's default timings) at about four calls a second,
+the pace of one user's agent (:data:`SHIPPED_PACE_S`), as bench/bench_alerts.py does.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from swerve._failures import InStreamError
 from swerve.testing import FakeProvider, Fault
 
 PACE_S = 0.05  # between calls
+SHIPPED_PACE_S = 0.25
 # Fast failover so an outage shows within a second or two: one retry, short cooldowns, and a
 # breaker that opens after a few failures and probes again soon.
 TIMING: dict[str, Any] = {
@@ -43,9 +48,11 @@ TIMING: dict[str, Any] = {
 }
 
 
-def main(config_path: str) -> int:
+def main(config_path: str, shipped: bool = False) -> int:
     data = json.loads(Path(config_path).read_text())
-    config = FallbackConfig.from_mapping({**data, **TIMING}, source=config_path)
+    settings = data if shipped else {**data, **TIMING}
+    config = FallbackConfig.from_mapping(settings, source=config_path)
+    pace = SHIPPED_PACE_S if shipped else PACE_S
     requested = next(iter(config.fallbacks))
 
     registry = CollectorRegistry()
@@ -90,7 +97,7 @@ def main(config_path: str) -> int:
 
         def traffic() -> None:
             n = 0
-            while not stop.wait(PACE_S):
+            while not stop.wait(pace):
                 n += 1
                 try:
                     if n % 2:
@@ -113,6 +120,8 @@ def main(config_path: str) -> int:
                     fake.set_fault(provider, Fault.status(503))
                 elif command == "recover":
                     fake.set_fault(provider, Fault.ok())
+                elif command == "blip":
+                    fake.script(provider, [Fault.status(429, retry_after=2)])
                 else:
                     print(f"error unknown command {line.strip()!r}", flush=True)
                     continue
@@ -133,4 +142,4 @@ def _delta(chunk: dict[str, Any]) -> str:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1]))
+    raise SystemExit(main(sys.argv[1], shipped="--shipped" in sys.argv[2:]))

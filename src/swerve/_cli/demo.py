@@ -399,11 +399,11 @@ def _print_trace(console: Console, spans: Sequence[Any]) -> None:
 
 def _span_label(span: Any) -> str:
     """A call: its span name (the model asked for) and where it was served. An attempt:
-    route and outcome first, the span name after it, dimmer."""
+    route and outcome (its span's name says the route again), its duration dimmer."""
     ms = f"{(span.end_time - span.start_time) / 1e6:.0f} ms"
     attrs = span.attributes or {}
     if n.ATTEMPT_NUMBER in attrs:
-        return f"{_attempt_label(attrs)}  [dim]{span.name}, {ms}[/]"
+        return f"{_attempt_label(attrs)}  [dim]{ms}[/]"
     status = "" if span.status.is_ok else " [red]ERROR[/]"
     served = attrs.get(n.ROUTE_SERVED)
     where = f"  served by [bold]{served}[/]" if served else ""
