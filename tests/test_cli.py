@@ -25,7 +25,7 @@ def test_demo_runs_the_scripted_outage_end_to_end() -> None:
     assert "answer from anthropic/claude-sonnet-5" in out
     assert "streamed from anthropic/claude-sonnet-5" in out
     assert "answer from openrouter/anthropic/claude-sonnet-5" in out  # recovery
-    assert "swerve chat openrouter/anthropic/claude-sonnet-5" in out  # the trace tree
+    assert "── chat anthropic/claude-sonnet-5 " in out  # the trace tree: the call span
 
 
 def test_config_check_prints_chains(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
