@@ -51,6 +51,17 @@ _IN_LLM_SPAN = create_key("swerve.in_llm_span")
 _INPUT, _OUTPUT = n.TOKEN_INPUT.value, n.TOKEN_OUTPUT.value
 
 
+def _answered_by(attempt: Attempt, attrs: dict[str, AttributeValue]) -> None:
+    """The response id and the server ``attempt`` reported (what the wire said of who
+    answered), added to a span's ``attrs``."""
+    if attempt.response_id is not None:
+        attrs[n.GEN_AI_RESPONSE_ID] = attempt.response_id
+    if attempt.server is not None:
+        attrs[n.SERVER_ADDRESS] = attempt.server[0]
+        if attempt.server[1] is not None:
+            attrs[n.SERVER_PORT] = attempt.server[1]
+
+
 def _checked_prices(
     prices: Mapping[str, tuple[float, float]] | None,
 ) -> dict[str, tuple[float, float]]:
@@ -434,12 +445,7 @@ class Telemetry:
             n.GEN_AI_PROVIDER_NAME: attempt.route.provider,
             n.GEN_AI_RESPONSE_MODEL: attempt.response_model or attempt.request_model,
         }
-        if (response_id := attempt.response_id) is not None:
-            attrs[n.GEN_AI_RESPONSE_ID] = response_id
-        if (server := attempt.server) is not None:
-            attrs[n.SERVER_ADDRESS] = server[0]
-            if server[1] is not None:
-                attrs[n.SERVER_PORT] = server[1]
+        _answered_by(attempt, attrs)
         usage = attempt.usage
         if usage.finish_reasons:
             attrs[n.GEN_AI_RESPONSE_FINISH_REASONS] = usage.finish_reasons
@@ -518,12 +524,7 @@ class Telemetry:
                 if self.record_messages and failure.message:
                     attrs[n.FAILURE_MESSAGE] = failure.message
                 span.set_status(Status(StatusCode.ERROR, failure.kind.value))
-            if (response_id := attempt.response_id) is not None:
-                attrs[n.GEN_AI_RESPONSE_ID] = response_id
-            if (server := attempt.server) is not None:
-                attrs[n.SERVER_ADDRESS] = server[0]
-                if server[1] is not None:
-                    attrs[n.SERVER_PORT] = server[1]
+            _answered_by(attempt, attrs)
             if usage.input_tokens is not None:
                 attrs[n.ATTEMPT_INPUT_TOKENS] = usage.input_tokens
             if usage.output_tokens is not None:

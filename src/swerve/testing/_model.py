@@ -109,26 +109,19 @@ class Reply:
                     f"Reply(): tool_calls[{i}] must be a ToolCall, got {describe(call)}"
                 )
         object.__setattr__(self, "tool_calls", calls)
-        usage: object = self.usage
-        counts = tuple(usage) if isinstance(usage, tuple | list) else ()
-        if len(counts) != 2 or not all(
-            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counts
+        for field, shape in (
+            ("usage", "(input_tokens, output_tokens)"),
+            ("cached", "(cache_read, cache_write)"),
         ):
-            raise TypeError(
-                "Reply(): usage must be (input_tokens, output_tokens), two ints >= 0, "
-                f"got {describe(usage)}"
-            )
-        object.__setattr__(self, "usage", counts)
-        given: object = self.cached
-        cached = tuple(given) if isinstance(given, tuple | list) else ()
-        if len(cached) != 2 or not all(
-            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in cached
-        ):
-            raise TypeError(
-                "Reply(): cached must be (cache_read, cache_write), two ints >= 0, "
-                f"got {describe(given)}"
-            )
-        object.__setattr__(self, "cached", cached)
+            given: object = getattr(self, field)
+            counts = tuple(given) if isinstance(given, tuple | list) else ()
+            if len(counts) != 2 or not all(
+                isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counts
+            ):
+                raise TypeError(
+                    f"Reply(): {field} must be {shape}, two ints >= 0, got {describe(given)}"
+                )
+            object.__setattr__(self, field, counts)
 
 
 @dataclass(frozen=True, slots=True)
