@@ -209,7 +209,8 @@ def unaccepting_port() -> Iterator[int]:
 HANGS = [
     # kind, limits, stream variants, what ends the call
     ("connect", {"attempt_timeout_s": 0.25}, [False, True], "swap"),
-    ("first_byte", {"first_token_timeout_s": 0.25}, [True], "swap"),
+    # Half a second: the backup's first token must arrive before it, even on a loaded machine.
+    ("first_byte", {"first_token_timeout_s": 0.5}, [True], "swap"),
     # Half a second: the first content chunk must arrive before it, even on a loaded machine.
     ("stall", {"stall_timeout_s": 0.5}, [True], "timeout"),
     ("attempt", {"attempt_timeout_s": 0.25}, [False, True], "swap"),
