@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from swerve import ConfigError, FailureKind, FallbackConfig
+from swerve import BreakerConfig, ConfigError, FailureKind, FallbackConfig
 from swerve._engine.config import EnvConfig
 
 VAR = "SWERVE_TEST_FALLBACK_CONFIG"
@@ -451,3 +451,14 @@ def test_float_fields_take_ints_and_json_numbers(monkeypatch: pytest.MonkeyPatch
     env = FallbackConfig.from_env(VAR)
     assert env is not None and (env.deadline_s, env.breaker.failure_rate) == (2.5, 1.0)
     assert FallbackConfig.model_validate_json(c.model_dump_json()) == c  # a dump reads back
+
+
+def test_the_breakers_open_time_does_not_grow_unless_asked() -> None:
+    # Unset, max_open_s is open_s: a dead route is probed every open_s, so a provider that
+    # comes back is in use again within that long (issue 22: a page resolves within a minute).
+    assert BreakerConfig().max_open_s == BreakerConfig().open_s == 30
+    assert BreakerConfig(open_s=60).max_open_s == 60
+    assert FallbackConfig.from_json('{"breaker": {"open_s": 45}}').breaker.max_open_s == 45
+    assert BreakerConfig(open_s=10, max_open_s=120).max_open_s == 120  # growth, when asked
+    with pytest.raises(ConfigError, match="max_open_s"):
+        BreakerConfig(open_s=60, max_open_s=30)

@@ -171,10 +171,24 @@ class BreakerConfig(CheckedModel):
     """Open when failures / attempts in the window reach this."""
     open_s: PosFloat = 30.0
     """How long the breaker stays open the first time."""
-    max_open_s: PosFloat = 300.0
-    """Bound on the open duration, which doubles on each failed half-open probe."""
+    max_open_s: PosFloat = 30.0
+    """Bound on the open duration, which doubles on each failed half-open probe. Unset, the
+    same as ``open_s``: a dead route is probed every ``open_s``, so a provider that comes back
+    is in use again within about that long (and a page about it resolves within a minute at
+    the defaults); raise it to probe a long-dead route less often."""
     half_open_probes: Annotated[int, Field(ge=1, le=MAX_COUNT, strict=True)] = 1
     """Probe calls let through at once while half-open."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _max_open_follows_open(cls, data: Any) -> Any:
+        # Unset, the bound is the open time itself (no growth), whatever open_s is set to.
+        if isinstance(data, dict) and "max_open_s" not in data:
+            given = data.get("open_s")
+            # Only a number: a bad open_s is reported as it is, under its own name.
+            if isinstance(given, int | float) and not isinstance(given, bool):
+                return {**data, "max_open_s": given}
+        return data
 
     @model_validator(mode="after")
     def _open_bounds(self) -> Self:
