@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .._engine.config import DEFAULT_COOLDOWN_MAX_S, BreakerConfig
+from .._engine.config import DEFAULT_COOLDOWN_MAX_S
 from . import redis_scripts as scripts
 from .breaker import BreakerState
 from .cooldown import Cooling, RouteHealth
@@ -43,7 +43,10 @@ MAX_MESSAGE_BYTES = 4096
 MAX_STREAK = 64  # failed probes in a row: 2**32 times any base cooldown is past any cap already
 MAX_REASON_CHARS = 64  # a failure kind ("rate_limited") or "drained"
 MAX_ROUTE_CHARS = 512
-DEFAULT_MAX_OPEN_S = BreakerConfig().max_open_s
+# The longest breaker open period a peer is trusted with before this process's config says:
+# generous (a fleet may raise breaker.max_open_s), not the config's 30 s default, so a process
+# that has made no call yet does not cut its peers' longer open periods short.
+DEFAULT_MAX_OPEN_S = 300.0
 DEFAULT_LEASE_S = 600.0  # an attempt's default time limit: the longest probe lease by default
 
 REJECT_REASONS = frozenset(
