@@ -21,18 +21,10 @@ from swerve import FallbackConfig, MemoryHealth
 from swerve.httpx import AsyncFailoverTransport, FailoverTransport, Upstream
 from swerve.testing import FakeClock
 
+from ._canned import COMPLETION
+
 P, F = "p/m", "f/m"
-BODY = json.dumps(
-    {
-        "id": "r1",
-        "object": "chat.completion",
-        "created": 1,
-        "model": "m",
-        "choices": [
-            {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "hi"}}
-        ],
-    }
-).encode()
+BODY = COMPLETION
 
 Handler = Callable[[httpx.Request], httpx.Response]
 

@@ -319,15 +319,18 @@ class Telemetry:
         if inference is None:
             return
         operation, attempt, nested = inference
+        # The GenAI client metrics' attributes, unless another instrumentation records them.
+        genai: dict[str, AttributeValue] | None = None
+        if not nested:
+            genai = {
+                n.GEN_AI_OPERATION_NAME: operation,
+                n.GEN_AI_PROVIDER_NAME: attempt.route.provider,
+                n.GEN_AI_REQUEST_MODEL: attempt.request_model,
+            }
         if error_type is not None:
-            if not nested:
-                failed: dict[str, AttributeValue] = {
-                    n.GEN_AI_OPERATION_NAME: operation,
-                    n.GEN_AI_PROVIDER_NAME: attempt.route.provider,
-                    n.GEN_AI_REQUEST_MODEL: attempt.request_model,
-                    n.ERROR_TYPE: attrs[n.ERROR_TYPE],  # bounded above
-                }
-                self.operation_duration.record(duration, failed, context)
+            if genai is not None:
+                genai[n.ERROR_TYPE] = attrs[n.ERROR_TYPE]  # bounded above
+                self.operation_duration.record(duration, genai, context)
             return
         usage = attempt.usage
         # spent(attempt, "success", usage), written out: every served call counts here (the
@@ -345,13 +348,8 @@ class Telemetry:
             )
         if self._prices and (usage.input_tokens or usage.output_tokens):
             self._cost(attempt, "success", usage)
-        if nested:
+        if genai is None:
             return
-        genai: dict[str, AttributeValue] = {
-            n.GEN_AI_OPERATION_NAME: operation,
-            n.GEN_AI_PROVIDER_NAME: attempt.route.provider,
-            n.GEN_AI_REQUEST_MODEL: attempt.request_model,
-        }
         if (model := attempt.response_model) is not None:
             # A name from the wire: bounded like route names (the first ROUTE_LIMIT kept).
             seen = self._models
@@ -362,14 +360,9 @@ class Telemetry:
                     seen.add(model)
             genai[n.GEN_AI_RESPONSE_MODEL] = model
         self.operation_duration.record(duration, genai, context)
-        if usage.input_tokens is not None:
-            self.token_usage.record(
-                usage.input_tokens, {**genai, n.GEN_AI_TOKEN_TYPE: n.TOKEN_INPUT.value}
-            )
-        if usage.output_tokens is not None:
-            self.token_usage.record(
-                usage.output_tokens, {**genai, n.GEN_AI_TOKEN_TYPE: n.TOKEN_OUTPUT.value}
-            )
+        for kind, count in ((_INPUT, usage.input_tokens), (_OUTPUT, usage.output_tokens)):
+            if count is not None:
+                self.token_usage.record(count, {**genai, n.GEN_AI_TOKEN_TYPE: kind})
 
     def first_chunk(self, route: str, seconds: float) -> None:
         """A stream attempt's first content chunk came ``seconds`` after the attempt began."""
