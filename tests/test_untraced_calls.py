@@ -14,7 +14,7 @@ import logging
 import subprocess
 import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -315,3 +315,49 @@ print(sorted(span.name for span in exporter.get_finished_spans()))
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert out.stdout.strip() == "['chat m', 'swerve attempt a/m']", out.stdout  # call, attempt
+
+
+def test_telemetry_on_the_global_provider_measures_once_an_sdk_provider_is_installed() -> None:
+    # The same for metrics: without a meter provider a call measures nothing (nothing would
+    # read it); the calls after the application installs one are counted, from then on.
+    code = """
+from opentelemetry import metrics
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from swerve import Failover, FallbackConfig, MemoryHealth, Telemetry
+
+fo = Failover(FallbackConfig(fallbacks={"a/m": "b/m"}), health=MemoryHealth(),
+              telemetry=Telemetry())
+assert fo.call("a/m", lambda attempt: "before").value == "before"
+reader = InMemoryMetricReader()
+metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
+assert fo.call("a/m", lambda attempt: "after").value == "after"
+data = reader.get_metrics_data()
+found = {}
+for rm in data.resource_metrics:
+    for sm in rm.scope_metrics:
+        for m in sm.metrics:
+            for p in m.data.data_points:
+                if m.name == "swerve.attempts":
+                    found[m.name] = found.get(m.name, 0) + p.value
+                elif m.name in ("swerve.attempt.duration", "swerve.call.duration"):
+                    found[m.name] = found.get(m.name, 0) + p.count
+print(sorted(found.items()))
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    # One call counted (the one after the install), in the counter and the histograms.
+    assert out.stdout.strip() == (
+        "[('swerve.attempt.duration', 1), ('swerve.attempts', 1), ('swerve.call.duration', 1)]"
+    ), out.stdout
+
+
+def test_on_the_no_op_meter_a_call_counts_nothing(clock: FakeClock) -> None:
+    telemetry = Telemetry(trace.NoOpTracerProvider(), metrics.NoOpMeterProvider())
+    fo = Failover(CONFIG, MemoryHealth(), clock=clock, telemetry=telemetry)
+    assert fo.call(P, lambda attempt: "ok").value == "ok"
+    # The zero samples a config seeds stay zeros: nothing was added to them.
+    counted = telemetry.attempts.observe(cast(Any, None))
+    assert counted and all(o.value == 0 for o in counted) and not telemetry.metering()
+    assert MetricsOnly().telemetry.metering()

@@ -45,6 +45,13 @@ _log = logging.getLogger("swerve")
 
 # The global providers that trace nothing: none installed yet (the proxy), or the no-op one.
 _NO_TRACING = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
+try:  # The metrics API names its proxy privately; without it, every meter counts as metered.
+    from opentelemetry.metrics._internal import _ProxyMeter, _ProxyMeterProvider
+
+    _NO_METERS: tuple[type, ...] = (_ProxyMeterProvider, metrics.NoOpMeterProvider)
+    _PROXY_METERS: tuple[type, ...] = (_ProxyMeter,)
+except ImportError:  # pragma: no cover - an API that moved them
+    _NO_METERS, _PROXY_METERS = (metrics.NoOpMeterProvider,), ()
 # The GenAI operations that are an inference: a span of one is an LLM call.
 _INFERENCE = frozenset({"chat", "text_completion", "generate_content"})
 _IN_LLM_SPAN = create_key("swerve.in_llm_span")
@@ -140,6 +147,10 @@ class Telemetry:
         # The global provider's tracer: tracing is off until an SDK provider is installed,
         # which may happen after this object is made (so it is asked per call).
         self._proxy = isinstance(self.tracer, trace.ProxyTracer)
+        # Metrics alike: on the no-op meter a call's measurements go nowhere, so none is made;
+        # on the global one, until an SDK provider is installed (then for good: it stays).
+        self._metered = not isinstance(meter, metrics.NoOpMeter)
+        self._meter_proxy = isinstance(meter, _PROXY_METERS)
         self.record_messages = record_messages
         self._health: weakref.WeakSet[HealthStore] = weakref.WeakSet()
         self._clock = clock
@@ -307,6 +318,8 @@ class Telemetry:
         holds the call (it records the GenAI client metrics then); a served call's tokens and
         their cost count for its route. ``context``: the
         call span's, so a backend that keeps exemplars links each duration to its trace."""
+        if (self._meter_proxy and not self.metering()) or not self._metered:
+            return  # metering(), written out: every call ends here
         attrs: dict[str, AttributeValue] = {n.ROUTE_REQUESTED: requested}
         if served is not None:
             attrs[n.ROUTE_SERVED] = served
@@ -364,8 +377,20 @@ class Telemetry:
             if count is not None:
                 self.token_usage.record(count, {**genai, n.GEN_AI_TOKEN_TYPE: kind})
 
+    def metering(self) -> bool:
+        """Whether a measurement made now goes anywhere: an SDK meter provider is given, or
+        installed globally by now. When not, a call's durations and counts are not made (as
+        an untraced call makes no span); the route-health gauges are read only by a reader."""
+        if self._meter_proxy:
+            if isinstance(metrics.get_meter_provider(), _NO_METERS):
+                return False
+            self._meter_proxy = False  # a global provider, once set, is never replaced
+        return self._metered
+
     def first_chunk(self, route: str, seconds: float) -> None:
         """A stream attempt's first content chunk came ``seconds`` after the attempt began."""
+        if not self.metering():
+            return
         self.time_to_first_chunk.record(seconds, {n.ROUTE: self._bounds.route(route)})
 
     # -- spans ----------------------------------------------------------------------------------
@@ -529,7 +554,9 @@ class Telemetry:
                 attrs[n.GEN_AI_RESPONSE_FINISH_REASONS] = reasons
             span.set_attributes(attrs)
         span.end()
-        # attempt_ended(), written out: every attempt ends here.
+        # metering() and attempt_ended(), written out: every attempt ends here.
+        if (self._meter_proxy and not self.metering()) or not self._metered:
+            return
         counted: dict[str, AttributeValue] = {n.ROUTE: route, n.ATTEMPT_OUTCOME: outcome}
         if failure is not None:
             counted[n.ERROR_TYPE] = failure.error_type
