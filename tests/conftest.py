@@ -33,6 +33,7 @@ _SERVICES = (
     "tests/docs/",
     "tests/e2e/",
     "tests/fleet/",
+    "tests/frameworks/",
     "tests/nesting/",
     "tests/test_cli.py",
     "tests/test_bootstrap.py",
