@@ -11,7 +11,7 @@ from __future__ import annotations
 from ._engine.config import BreakerConfig
 from ._health.breaker import Admission, Admitted, BreakerState, BreakerTransition, Outcome
 from ._health.cooldown import Cooldown, CooldownRule, RouteHealth
-from ._health.store import HealthStore
+from ._health.store import HealthStore, LatencySketch
 
 __all__ = [
     "Admission",
@@ -22,6 +22,7 @@ __all__ = [
     "Cooldown",
     "CooldownRule",
     "HealthStore",
+    "LatencySketch",
     "Outcome",
     "RouteHealth",
 ]

@@ -16,6 +16,7 @@ from .._engine.clock import Clock
 from .._engine.config import BreakerConfig
 from .breaker import Admission, Admitted, Breaker, BreakerState, BreakerTransition, Outcome
 from .cooldown import Cooldown, CooldownRule, Cooling, RouteHealth
+from .latency import DEFAULT_MIN_SAMPLES, LatencySketch
 
 __all__ = ["DEFAULT_MAX_ROUTES", "MAX_DRAIN_S", "STEP_TOLERANCE_S", "MemoryHealth", "check_drain"]
 
@@ -27,7 +28,8 @@ between reading the clock and reaching the store. Steps are measured against a f
 baseline, so many small steps add up to one that is corrected: no series of them shortens a
 cooldown by more than this."""
 DEFAULT_MAX_ROUTES = 10_000
-"""Routes a :class:`MemoryHealth` keeps cooldowns, and breakers, for (each, separately)."""
+"""Routes a :class:`MemoryHealth` keeps cooldowns, breakers, and first-chunk times for (each,
+separately)."""
 MAX_DRAIN_S = 7 * 86400.0
 """The longest drain: every store refuses more (``swerve routes drain --for`` too), and a drain
 read from Redis never lasts longer than this from now."""
@@ -68,6 +70,7 @@ class MemoryHealth:
         self._lock = threading.Lock()
         self._cooling: dict[str, Cooling] = {}
         self._breakers: dict[str, Breaker] = {}
+        self._latency: dict[str, LatencySketch] = {}  # route -> its times to a first chunk
         self._notices: list[tuple[str, str]] = []
         self._max = max_routes
         self._monotonic = clock.monotonic if clock is not None else None
@@ -327,7 +330,7 @@ class MemoryHealth:
 
     def clear(self, route: str | None = None) -> None:
         with self._lock:
-            if route is None:
+            if route is None:  # a config change: learned latency stays, it is the routes' own
                 self._cooling.clear()
                 self._breakers.clear()
                 return
@@ -353,6 +356,68 @@ class MemoryHealth:
         with self._lock:
             notices, self._notices = self._notices, []
             return notices
+
+    # -- learned latency (optional for a store: the engine looks for these by name) ----------
+    def observe_first_chunk(self, route: str, seconds: float, now: float) -> None:
+        """An attempt on ``route`` got its first chunk ``seconds`` after it began (at wall
+        time ``now``): one more time for :meth:`first_chunk_quantile`."""
+        if seconds != seconds:  # NaN: refused before a route is made for it
+            raise ValueError(f"observe_first_chunk {route}: seconds is NaN")
+        with self._lock:
+            sketch = self._latency.get(route)
+            if sketch is None:
+                sketch = LatencySketch()
+                sketch.window(now)  # a bad time is refused before the route is kept
+                self._latency[route] = sketch
+                if len(self._latency) > self._max:
+                    self._make_room_latency(now)
+                    self._latency[route] = sketch
+            sketch.observe(seconds, now)
+
+    def first_chunk_quantile(
+        self, route: str, q: float, now: float, min_samples: int = DEFAULT_MIN_SAMPLES
+    ) -> float | None:
+        """The ``q`` quantile of ``route``'s times to a first chunk over the last five to ten
+        minutes (within 5 %), or None with fewer than ``min_samples`` of them."""
+        sketch = self._latency.get(route)
+        if sketch is None:  # never observed: no lock
+            if not 0.0 <= q <= 1.0:
+                raise ValueError(f"first_chunk_quantile: q must be in [0, 1], not {q!r}")
+            return None
+        with self._lock:
+            return sketch.quantile(q, now, min_samples)
+
+    def _make_room_latency(self, now: float) -> None:
+        """Keep the latency table within ``max_routes``, pruning to 90% as _make_room does:
+        routes a read at ``now`` finds empty first, then those observed longest ago."""
+        table, target = self._latency, self._max - self._max // 10
+        for route in [r for r, s in table.items() if s.count(now) == 0]:
+            del table[route]
+        excess = len(table) - target
+        if excess > 0:
+            newest = {r: max(s.windows, default=0) for r, s in table.items()}
+            for route in sorted(table, key=newest.__getitem__)[:excess]:
+                del table[route]
+
+    def first_chunks(self, route: str) -> LatencySketch | None:
+        """A copy of ``route``'s times to a first chunk, or None when it has none."""
+        with self._lock:
+            sketch = self._latency.get(route)
+            return None if sketch is None else sketch.copy()
+
+    def first_chunk_routes(self) -> list[str]:
+        """Every route with times to a first chunk held."""
+        with self._lock:
+            return list(self._latency)
+
+    def adopt_first_chunks(self, route: str, sketch: LatencySketch, now: float) -> None:
+        """``route``'s times become ``sketch`` (the fleet's, read from a shared store)."""
+        with self._lock:
+            fresh = route not in self._latency
+            self._latency[route] = sketch
+            if fresh and len(self._latency) > self._max:
+                self._make_room_latency(now)
+                self._latency[route] = sketch
 
     # -- the fleet's view, from a shared store (RedisHealth keeps this store as its local view)
     def cooling(self, route: str, now: float) -> Cooling | None:

@@ -9,7 +9,9 @@ hold, so a message no key backs changes nothing), which also resyncs the whole v
 recovering route, or of a half-open breaker) asks Redis on the call's path, because "exactly
 one, fleet-wide" needs the server's atomic answer; async callers do that on a worker thread,
 so their event loop never blocks. When Redis is away, every call runs on the local view, and
-what it learned meanwhile is merged back (never shortening anything) on return.
+what it learned meanwhile is merged back (never shortening anything) on return. Learned
+latency (times to a first chunk) is counted locally too, and goes to Redis and back with the
+writer's batches: each process adds its new counts to the fleet's and reads the sum.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from .._engine.config import BreakerConfig, FallbackConfig
 from .._telemetry.telemetry import Telemetry, default_telemetry
 from .breaker import Admission, Admitted, BreakerState, BreakerTransition, Outcome
 from .cooldown import Cooldown, CooldownRule, RouteHealth
+from .latency import DEFAULT_MIN_SAMPLES
 from .memory import MemoryHealth, check_drain
 from .redis_client import client_from_url, refused, safe_url
 from .redis_sync import RedisSync
@@ -209,7 +212,20 @@ class RedisHealth:
     def take_notices(self) -> list[tuple[str, str]]:
         return self._local.take_notices()
 
+    def first_chunk_quantile(
+        self, route: str, q: float, now: float, min_samples: int = DEFAULT_MIN_SAMPLES
+    ) -> float | None:
+        """The ``q`` quantile of ``route``'s times to a first chunk, the fleet's as of the last
+        sync (a quarter second behind for a route this process observes) and this process's
+        since: see :meth:`MemoryHealth.first_chunk_quantile`. Never a round trip."""
+        return self._local.first_chunk_quantile(route, q, now, min_samples)
+
     # -- writes: local at once, shared in the background --------------------------------------
+    def observe_first_chunk(self, route: str, seconds: float, now: float) -> None:
+        """One more time to a first chunk on ``route``: in this process's view at once, in
+        the fleet's with the writer's next batch."""
+        self._sync.observe_latency(route, seconds, now)
+
     def cool_down(self, route: str, now: float, rule: CooldownRule, reason: str = "") -> Cooldown:
         self._bounds.learn("cooldown_s", rule.max_s)
         cooldown = self._local.cool_down(route, now, rule, reason)

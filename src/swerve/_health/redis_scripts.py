@@ -7,7 +7,18 @@ expires by itself once the route no longer needs it.
 
 from __future__ import annotations
 
-__all__ = ["ACCOUNT", "CLAIM", "CLEAR", "COOL", "DRAIN", "HALF_OPEN", "MERGE", "RECOVER", "RELEASE"]
+__all__ = [
+    "ACCOUNT",
+    "CLAIM",
+    "CLEAR",
+    "COOL",
+    "DRAIN",
+    "HALF_OPEN",
+    "LATENCY",
+    "MERGE",
+    "RECOVER",
+    "RELEASE",
+]
 
 # What a script reads from Redis is untrusted (another writer, a skewed clock, a hand-made key):
 # _CHECKS turns a field that is not a finite number into a default, drops a key of the wrong
@@ -252,5 +263,47 @@ if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[4]) then return 0 end
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[3])
 redis.call('PEXPIRE', KEYS[1], math.ceil(tonumber(ARGV[2]) * 1000) + 1000)
 return 1
+"""
+)
+
+# KEYS: the latency hashes of a route's windows (bucket index -> count). ARGV: ttl_ms,
+# max_fields, max_count, then per key: how many (bucket, count) pairs follow, and the pairs.
+# Adds this process's new counts (HINCRBY) and returns each hash whole, or 'too_many' for one
+# with more fields than there are buckets (not ours: never sent back whole). A field that is
+# not a count this script could have written (not a plain integer, or one that would pass
+# max_count) is replaced by ours instead of failing HINCRBY: a bad writer cannot stop the
+# fleet sharing. The hashes expire two windows after their last write.
+LATENCY = (
+    _CHECKS
+    + """
+local ttl, maxf, maxc = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local at = 4
+local out = {}
+for k = 1, #KEYS do
+  local n = tonumber(ARGV[at])
+  at = at + 1
+  if n > 0 then typed(KEYS[k], 'hash') end
+  for j = 1, n do
+    local field, by = ARGV[at], tonumber(ARGV[at + 1])
+    at = at + 2
+    local cur = redis.call('HGET', KEYS[k], field)
+    if cur and (#cur > 15 or not (cur == '0' or string.match(cur, '^[1-9]%d*$'))
+                or tonumber(cur) + by > maxc) then
+      redis.call('HSET', KEYS[k], field, by)
+    else
+      redis.call('HINCRBY', KEYS[k], field, by)
+    end
+  end
+  if n > 0 then redis.call('PEXPIRE', KEYS[k], ttl) end
+  local t = redis.call('TYPE', KEYS[k])['ok']
+  if t ~= 'hash' and t ~= 'none' then
+    out[k] = 'wrong_type'
+  elseif redis.call('HLEN', KEYS[k]) > maxf then
+    out[k] = 'too_many'
+  else
+    out[k] = redis.call('HGETALL', KEYS[k])
+  end
+end
+return out
 """
 )

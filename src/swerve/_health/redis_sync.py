@@ -23,9 +23,18 @@ from .._telemetry.decisions import StoreChanged
 from .._telemetry.redact import printable
 from .._telemetry.telemetry import Telemetry
 from .breaker import Outcome
-from .memory import MemoryHealth
+from .latency import DEFAULT_WINDOW_S, LatencySketch
+from .memory import DEFAULT_MAX_ROUTES, MemoryHealth
 from .redis_client import refused
-from .redis_wire import Bounds, Message, RedisWire, Rejected, cooling_message, message_from_json
+from .redis_wire import (
+    Bounds,
+    Message,
+    RedisWire,
+    Rejected,
+    cooling_message,
+    latency_from_reply,
+    message_from_json,
+)
 
 __all__ = ["RedisSync"]
 
@@ -39,6 +48,10 @@ _SETTLE_S = 0.25  # the longest an async call waits for the writer to share its 
 # The longest a call waits for the reader to apply what the channel holds: long enough for a
 # reader thread the OS has not scheduled yet on a loaded machine, paid only while a message waits.
 _CATCH_UP_S = 0.02
+# Learned latency: this process's new counts go with the writer's next batch, and come back as
+# the fleet's; routes it has not observed lately are read back at this pace (real time).
+_LATENCY_READ_EVERY_S = 10.0
+_LATENCY_TTL_MS = int(2 * DEFAULT_WINDOW_S * 1000)  # two windows: all a quantile reads
 
 
 class _Resubscribe(Exception):
@@ -86,6 +99,9 @@ class RedisSync:
         self._ops: deque[_Op] = deque(maxlen=_MAX_OPS)
         self._unsent: list[concurrent.futures.Future[None]] = []  # async calls' decisions
         self._counts: dict[str, _Counts] = {}
+        # route -> first-chunk times observed here and not yet in Redis (two windows at most)
+        self._latency: dict[str, LatencySketch] = {}
+        self._latency_read_at = time.monotonic()
         self._failed = False  # a failure is counted and not yet sent: the writer goes at once
         self._up: bool | None = None  # None until the first connect settles it
         self.settled = threading.Event()  # the first connect synced, or failed
@@ -226,6 +242,19 @@ class RedisSync:
                 self._failed = True
                 self._wake.notify()
 
+    def observe_latency(self, route: str, seconds: float, now: float) -> None:
+        """A time to first chunk: in the local view at once, and in the writer's next batch.
+        While Redis is away the batch waits (two windows of counts per route at most), and
+        goes when it is back."""
+        with self._wake:  # with the view: an adopt of the fleet's counts sees both or neither
+            self._local.observe_first_chunk(route, seconds, now)
+            pending = self._latency.get(route)
+            if pending is None:
+                if len(self._latency) >= DEFAULT_MAX_ROUTES:
+                    return  # bounded: the view still has it, the fleet not
+                pending = self._latency[route] = LatencySketch()
+            pending.observe(seconds, now)
+
     def close(self) -> None:
         self._stop.set()
         with self._wake:
@@ -254,12 +283,16 @@ class RedisSync:
                 self._failed = False
                 ops, self._ops = list(self._ops), deque(maxlen=_MAX_OPS)
                 counts, self._counts = self._counts, {}
+                latency: dict[str, LatencySketch] = {}
+                if self._up:  # else kept for when Redis is back
+                    latency, self._latency = self._latency, {}
             try:
                 if self._up:
                     for op, route, args, _ in ops:
                         self._checked(route, self._apply, op, route, args)
                     for route, c in counts.items():
                         self._checked(route, self._account, route, c)
+                    self._share_latency(latency)
             except Exception as exc:
                 self.lost(exc)
             finally:  # shared, or left to the merge on reconnect: no call waits any longer
@@ -325,6 +358,61 @@ class RedisSync:
             self._wire.publish(
                 {"op": "breaker", "route": route, "open_until": fleet}, delivered=True
             )
+
+    # -- learned latency ------------------------------------------------------------------------
+    def _share_latency(self, latency: dict[str, LatencySketch]) -> None:
+        """This process's new counts into the fleet's, and the fleet's back into the view;
+        every other route in the view read back now and then. At most once: a batch whose
+        round trip failed is not sent again (it may have been counted)."""
+        for route, pending in latency.items():
+            newest = pending.windows[-1] if pending.windows else None
+            if newest is not None:
+                self._checked(route, self._sync_latency, route, newest, pending)
+        if time.monotonic() - self._latency_read_at < _LATENCY_READ_EVERY_S:
+            return
+        self._latency_read_at = time.monotonic()
+        for route in self._local.first_chunk_routes():
+            view = self._local.first_chunks(route)
+            if route not in latency and view is not None and view.windows:
+                self._checked(route, self._sync_latency, route, view.windows[-1], None)
+
+    def _sync_latency(self, route: str, newest: int, pending: LatencySketch | None) -> None:
+        """Add ``pending`` to ``route``'s hashes of windows ``newest`` and the one before, and
+        adopt what they hold: the fleet's counts, this process's included."""
+        windows = (newest - 1, newest)
+        adds = tuple({} if pending is None else pending.counts(w) for w in windows)
+        reply = self._wire.latency(route, windows, adds, _LATENCY_TTL_MS)
+        fleet = LatencySketch()
+        refused_windows = []
+        for window, item in zip(windows, reply, strict=False):
+            got = latency_from_reply(item, route, window)
+            if isinstance(got, Rejected):
+                self.reject(got)  # that window stays as this process knows it
+                refused_windows.append(window)
+            else:
+                fleet.merge(got)
+        now = self._clock.time()
+        with self._wake:
+            view = self._local.first_chunks(route)
+            if view is not None:
+                for window in refused_windows:
+                    fleet.add_counts(view.counts(window), window)
+            unsent = self._latency.get(route)  # observed since the batch was taken
+            if unsent is not None:
+                fleet.merge(unsent)
+            self._local.adopt_first_chunks(route, fleet, now)
+
+    def _resync_latency(self) -> None:
+        """The fleet's learned latency, for every route Redis holds it for: a process that
+        starts knows what the fleet learned before its first call."""
+        found = self._wire.latency_windows(DEFAULT_MAX_ROUTES, self.reject)
+        current = LatencySketch().window(self._clock.time())
+        for route, windows in found.items():
+            newest = max(windows)
+            if newest > current + 1:  # a later window than any clock of the fleet's could be
+                self.reject(Rejected("out_of_bounds", f"latency of {route!r} in window {newest}"))
+            elif newest >= current - 1:  # older ones are forgotten already (and expire)
+                self._checked(route, self._sync_latency, route, newest, None)
 
     # -- the reader thread: pub/sub, resync, reconnects ------------------------------------------
     def _read(self) -> None:
@@ -457,6 +545,7 @@ class RedisSync:
         for route, open_until in breakers.items():
             if self._local.breaker_open_until(route) != open_until:
                 self._local.adopt_breaker(route, open_until, now)
+        self._resync_latency()
 
     def _on_message(self, data: bytes | str) -> None:
         now = self._clock.time()

@@ -16,6 +16,7 @@ from .._engine.config import DEFAULT_COOLDOWN_MAX_S
 from . import redis_scripts as scripts
 from .breaker import BreakerState
 from .cooldown import Cooling, RouteHealth
+from .latency import BUCKETS, MAX_COUNT, LatencySketch
 from .memory import MAX_DRAIN_S  # one bound for every store, and for what Redis holds
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "breaker_from_hash",
     "cooling_from_hash",
     "cooling_message",
+    "latency_from_reply",
     "message_from_json",
 ]
 
@@ -273,6 +275,40 @@ class RedisWire:
             out.append((name[len(self._prefix) + 2 : name.rindex("}")], name))
         return out
 
+    def latency(
+        self, route: str, windows: tuple[int, int], adds: tuple[dict[int, int], ...], ttl_ms: int
+    ) -> list[Any]:
+        """Add ``adds`` (one ``{bucket: count}`` per window of ``windows``) to ``route``'s
+        latency hashes and read both back, in one script: per window, the hash's fields and
+        values (flat, as HGETALL gives them), or ``b"too_many"`` / ``b"wrong_type"``."""
+        args: list[Any] = [ttl_ms, BUCKETS, MAX_COUNT]
+        for counts in adds:
+            args.append(len(counts))
+            for index, count in counts.items():
+                args += [index, count]
+        reply = self.run("LATENCY", self.keys(route, *(f"lat:{w}" for w in windows)), args)
+        return list(reply)
+
+    def latency_windows(
+        self, limit: int, reject: Callable[[Rejected], None]
+    ) -> dict[str, set[int]]:
+        """The latency windows Redis holds, per route (SCAN, as the resync does for the other
+        keys). A key name that is not a route's window is passed to ``reject``; routes past
+        ``limit`` are left out, and so are routes hashed for their braces (see keys()): those
+        are learned from pushes only."""
+        found: dict[str, set[int]] = {}
+        for route, name in self._scan("lat:*"):
+            window = name.rpartition(":")[2]
+            if _HEX40.fullmatch(route):
+                continue
+            if (bad := _bad_route(route)) is not None:
+                reject(bad)
+            elif not _WINDOW.fullmatch(window):
+                reject(Rejected("shape", f"latency key {_shown(name)}"))
+            elif route in found or len(found) < limit:
+                found.setdefault(route, set()).add(int(window))
+        return found
+
     def prefixes(self, *, limit: int = 10_000) -> tuple[dict[str, int], bool]:
         """The prefixes swerve keys in this Redis are under, each with how many routes it
         holds, and whether the look was complete: a SCAN of at most ``limit`` matching keys
@@ -292,12 +328,14 @@ class RedisWire:
 
 _KINDS = frozenset({"cool", "probe", "brk", "window", "half_open"})  # see keys()
 _DIGEST_TAG = re.compile(r"(.+):[0-9a-f]{40}")
+_WINDOW = re.compile(r"-?[0-9]{1,15}")  # a latency window's number, in its key's name
+_LATENCY_KIND = re.compile(r"lat:-?[0-9]{1,15}")
 
 
 def _prefix_of(key: str) -> tuple[str, str] | None:
     """(prefix, route tag) of one of swerve's keys, ``{prefix:tag}:kind``; None for another's."""
     tag, close, kind = key[1:].rpartition("}:")
-    if not close or kind not in _KINDS:
+    if not close or (kind not in _KINDS and not _LATENCY_KIND.fullmatch(kind)):
         return None
     if (digest := _DIGEST_TAG.fullmatch(tag)) is not None:
         return digest[1], tag[len(digest[1]) + 1 :]
@@ -308,6 +346,22 @@ def _prefix_of(key: str) -> tuple[str, str] | None:
 
 def _counted(routes: dict[str, set[str]]) -> dict[str, int]:
     return {prefix: len(tags) for prefix, tags in sorted(routes.items())}
+
+
+def latency_from_reply(item: Any, route: str, window: int) -> LatencySketch | Rejected:
+    """One window's part of the LATENCY script's reply, checked into a sketch."""
+    what = f"latency of {_shown(route)} in window {window}"
+    if isinstance(item, (bytes, str)):
+        reason = "wrong_type" if _text(item) == "wrong_type" else "too_large"
+        return Rejected(reason, f"{what}: {_shown(_text(item))}")
+    if not isinstance(item, list) or len(item) % 2:
+        return Rejected("shape", f"{what}: not a hash's fields")
+    if len(item) > 2 * BUCKETS:  # the script checks this too; never walk a huge reply
+        return Rejected("too_large", f"{what}: {len(item) // 2} fields")
+    try:
+        return LatencySketch.from_counts(dict(zip(item[::2], item[1::2], strict=True)), window)
+    except ValueError as exc:
+        return Rejected("value", f"{what}: {exc}")
 
 
 def cooling_message(state: list[Any]) -> dict[str, Any]:

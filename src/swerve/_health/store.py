@@ -15,6 +15,7 @@ from typing import Protocol, runtime_checkable
 from .._engine.config import BreakerConfig
 from .breaker import Admission, Admitted, BreakerState, BreakerTransition, Outcome
 from .cooldown import Cooldown, CooldownRule, RouteHealth
+from .latency import LatencySketch
 from .memory import DEFAULT_MAX_ROUTES, MemoryHealth
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "Cooldown",
     "CooldownRule",
     "HealthStore",
+    "LatencySketch",
     "MemoryHealth",
     "Outcome",
     "RouteHealth",
@@ -40,6 +42,17 @@ class HealthStore(Protocol):
     still walked past, except by the one call that claims its probe (:meth:`claim_probe`). A
     success on it (:meth:`recovered`) makes it healthy and resets its cooldown; a failure
     cools it down again, for longer.
+
+    Two more methods are optional (not members of this protocol: the engine looks for them by
+    name, and a store without them runs every call as before, with nothing learned):
+
+    - ``observe_first_chunk(route, seconds, now)``: an attempt on ``route`` got its first
+      chunk ``seconds`` after it began, at wall time ``now``. Runs once per stream attempt:
+      keep it cheap, and never wait on I/O in it.
+    - ``first_chunk_quantile(route, q, now, min_samples=20) -> float | None``: the ``q``
+      quantile (0 to 1) of the route's recent times to a first chunk, or None with fewer
+      than ``min_samples`` of them. A :class:`~swerve.stores.LatencySketch` does
+      both (the built-in stores keep one per route).
     """
 
     def cool_down(self, route: str, now: float, rule: CooldownRule, reason: str = "") -> Cooldown:
