@@ -180,6 +180,40 @@ def emitted() -> Iterator[dict[str, Any]]:
             return "ok"
 
         fo.call(F, used)
+        # A first chunk later than hedge_after: the same request starts on the fallback, which
+        # delivers first (the waits are real and short: the race is between two real waits).
+        hedging = Failover(
+            FallbackConfig(fallbacks={P: F}, hedge_after=0.05, learned={"hedge_budget": 1.0}),
+            MemoryHealth(), telemetry=telemetry, clock=clock,
+        )  # fmt: skip
+
+        def late_on_primary(attempt: Any) -> Iterator[dict[str, str]]:
+            if attempt.route.name == P:
+                time.sleep(0.5)
+            yield {"k": "text"}
+
+        list(hedging.stream(P, late_on_primary, StreamSpec(part=lambda c: c["k"])))
+        # A first chunk later than the limit learned for the route (from one earlier first
+        # chunk, at once on the fake clock: the floor): an adaptive first-token timeout.
+        adaptive = Failover(
+            FallbackConfig(
+                fallbacks={P: F}, first_token_timeout_s="adaptive",
+                learned={"min_samples": 1, "floor_s": 0.05, "ceiling_s": 0.1},
+            ),
+            MemoryHealth(), telemetry=telemetry, clock=clock,
+        )  # fmt: skip
+        list(adaptive.stream(P, lambda _: iter([{"k": "text"}]), StreamSpec(part=lambda c: c["k"])))
+
+        async def alate_on_primary(attempt: Any) -> AsyncIterator[dict[str, str]]:
+            if attempt.route.name == P:
+                await asyncio.sleep(0.5)
+            yield {"k": "text"}
+
+        async def adaptive_stream() -> None:
+            stream = adaptive.astream(P, alate_on_primary, StreamSpec(part=lambda c: c["k"]))
+            assert [c async for c in stream] == [{"k": "text"}]
+
+        asyncio.run(adaptive_stream())
         # A cooldown that ends into a still-dead route: its one probe fails.
         fo = Failover(
             config.model_copy(update={"breaker": BreakerConfig(enabled=False)}), MemoryHealth(),

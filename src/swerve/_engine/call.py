@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar, cast
 
 from opentelemetry import trace
+from opentelemetry.context import Context
 from opentelemetry.trace import Span, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
@@ -31,6 +32,9 @@ from .._health.store import (
 from .._telemetry.decisions import (
     BreakerChanged,
     CooledDown,
+    Hedged,
+    HedgeWon,
+    LearnedLimitHit,
     OperatorNoticed,
     PartialDiscarded,
     Probed,
@@ -50,14 +54,23 @@ from .._telemetry.names import (
 from .._telemetry.telemetry import Telemetry
 from . import policy
 from .clock import Clock, SystemClock
-from .config import FallbackConfig
+from .config import QUANTILES, FallbackConfig
 from .policy import GiveUp, GiveUpReason, Retry, Swap
 from .results import Attempt, AttemptRecord, CooldownLearned, MidStreamError, Result, SkippedRoute
 from .routes import Route
 from .steps import Admit, Claim, Invoke, Settle, Sleep, Steps
 from .timing import CallTime
 
-__all__ = ["ABORTS", "PROBE_LEASE_S", "Call", "Derived", "OwnCooldowns", "Wiring"]
+__all__ = [
+    "ABORTS",
+    "PROBE_LEASE_S",
+    "Call",
+    "Derived",
+    "Latency",
+    "OwnCooldowns",
+    "Parked",
+    "Wiring",
+]
 
 T = TypeVar("T")
 ABORTS = (GeneratorExit, KeyboardInterrupt, asyncio.CancelledError, SystemExit)
@@ -78,6 +91,23 @@ class OwnCooldowns(Protocol):
     def retried(self, route: str, call: object) -> None: ...
 
 
+class Latency(Protocol):
+    """A store's learned time to first chunk per route (``MemoryHealth``, ``RedisHealth``): the
+    optional part of the store protocol that adaptive limits and hedges read."""
+
+    def observe_first_chunk(self, route: str, seconds: float, now: float) -> None: ...
+    def first_chunk_quantile(
+        self, route: str, q: float, now: float, min_samples: int = ...
+    ) -> float | None: ...
+
+
+class Budget(Protocol):
+    """The hedges a Failover allows per route (``swerve._engine.hedging.HedgeBudget``)."""
+
+    def called(self, route: str, now: float) -> None: ...
+    def take(self, route: str, now: float, share: float) -> bool: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Wiring:
     """What every call of one Failover shares, handed to each call explicitly."""
@@ -93,20 +123,49 @@ class Wiring:
     waitless: bool = False
     """The health store answers at once (in process) in async code too: a call asks it
     directly instead of yielding the question to its driver."""
+    latency: Latency | None = None
+    """The store's learned latency, when it keeps one."""
+    hedges: Budget | None = None
 
 
 class Derived:
     """What a call reads of its config that the config alone decides: computed once per config
     (the Failover keeps it with the config in force), never per call."""
 
-    __slots__ = ("bound_s", "enabled", "lease_s", "limited")
+    __slots__ = ("adaptive", "bound_s", "enabled", "first_token_s", "hedge", "lease_s", "limited")
 
     def __init__(self, config: FallbackConfig) -> None:
         self.enabled = config.enabled
+        first = config.first_token_timeout_s
+        self.adaptive = first == "adaptive"
+        self.first_token_s = first if isinstance(first, float | int) else None
+        # hedge_after as (seconds, None) or (None, quantile); None: streams never hedge.
+        after = config.hedge_after
+        self.hedge: tuple[float | None, float | None] | None = (
+            None
+            if after is None
+            else (None, QUANTILES[after])
+            if isinstance(after, str)
+            else (float(after), None)
+        )
         self.bound_s = config.call_bound_s
         # Whether attempt.timeout is a limit the config set, or only the derived call bound.
         self.limited = config.attempt_timeout_s is not None or config.deadline_s is not None
         self.lease_s = config.attempt_timeout_s or min(self.bound_s, PROBE_LEASE_S)
+
+
+@dataclass(slots=True)
+class Parked:
+    """An attempt set aside while another runs beside it (a hedge race): everything the call
+    keeps of its current attempt."""
+
+    current: Route
+    attempt: Attempt
+    span: Span
+    context: Context | None
+    probe: bool
+    period: int
+    time: CallTime
 
 
 class Call:
@@ -146,6 +205,8 @@ class Call:
         self.records: list[AttemptRecord] = []
         self.skipped: list[SkippedRoute] = []
         self.limited = derived.limited
+        self.derived = derived
+        self.learned_p99: float | None = None  # the current attempt's, when its limit was learned
         self.bound_s = derived.bound_s
         self.retries = 0
         self.swaps = 0
@@ -206,7 +267,10 @@ class Call:
     # -- attempts -----------------------------------------------------------------------------
     def begin(self) -> Attempt:
         number = len(self.records) + 1
-        timeout, read = self.time.begin_attempt(self.stream)
+        first = self.derived.first_token_s
+        if self.derived.adaptive and self.stream:
+            first = self._learned_limit(self.current.name)
+        timeout, read = self.time.begin_attempt(self.stream, first)
         self.attempt = Attempt(
             self.current,
             self.requested,
@@ -235,6 +299,19 @@ class Call:
             self.attempt_span.set_attribute(ATTEMPT_PROBE, True)
         self.attempt_context = trace.set_span_in_context(self.attempt_span, self.context)
         return self.attempt
+
+    def _learned_limit(self, route: str) -> float:
+        """The adaptive first-token limit of a stream attempt on ``route``: its learned p99
+        times the multiplier, within the floor and ceiling; the ceiling until it is learned."""
+        learned = self.config.learned
+        latency = self.wiring.latency
+        p99 = None
+        if latency is not None:
+            p99 = latency.first_chunk_quantile(route, 0.99, self.wall(), learned.min_samples)
+        self.learned_p99 = p99
+        if p99 is None:
+            return learned.ceiling_s
+        return min(max(p99 * learned.multiplier, learned.floor_s), learned.ceiling_s)
 
     def admit(self) -> Steps[None]:
         """Ask the breaker; raises :class:`CircuitOpenError` (a failure like any other) if not."""
@@ -297,8 +374,11 @@ class Call:
             self._breaker(transition)
 
     def committed(self) -> None:
-        """The attempt's first content chunk arrived."""
-        self.telemetry.first_chunk(self.current.name, self.time.in_attempt())
+        """The attempt's first content chunk arrived: its time is learned for its route."""
+        seconds = self.time.in_attempt()
+        self.telemetry.first_chunk(self.current.name, seconds)
+        if self.wiring.latency is not None:
+            self.wiring.latency.observe_first_chunk(self.current.name, seconds, self.wall())
 
     def succeeded(self) -> float:
         """The attempt served the call; the call's time it ended at (for :meth:`finish_ok`)."""
@@ -326,6 +406,111 @@ class Call:
         if self.probing == route.name:
             self.probing = None
         return ended
+
+    # -- hedges -------------------------------------------------------------------------------
+    def park(self) -> Parked:
+        return Parked(
+            self.current,
+            self.attempt,
+            self.attempt_span,
+            self.attempt_context,
+            self.probe,
+            self.period,
+            self.time,
+        )
+
+    def resume(self, parked: Parked) -> None:
+        self.current, self.attempt = parked.current, parked.attempt
+        self.attempt_span, self.attempt_context = parked.span, parked.context
+        self.probe, self.period, self.time = parked.probe, parked.period, parked.time
+
+    def hedge_after(self) -> float | None:
+        """Seconds into the current stream attempt after which it hedges (``hedge_after``,
+        or the route's learned quantile); None: it does not (off, pinned, effects, no swap
+        left, not learned yet)."""
+        hedge = self.derived.hedge
+        if hedge is None:
+            return None
+        if not self.records and (budget := self.wiring.hedges) is not None:
+            budget.called(self.current.name, self.wall())  # every stream call counts, once
+        if self.pinned or self.attempt.effects or self.swaps >= self.config.max_swaps:
+            return None
+        seconds, quantile = hedge
+        if quantile is None:
+            return seconds
+        latency = self.wiring.latency
+        if latency is None:
+            return None
+        return latency.first_chunk_quantile(
+            self.current.name, quantile, self.wall(), self.config.learned.min_samples
+        )
+
+    def hedge(self, after: float) -> Parked | None:
+        """Start a hedge of the current attempt, ``after`` seconds into it: the route a swap
+        would go to, if one is available and the route's hedge budget allows. The current
+        attempt is parked (returned) and the hedge's begun (``self.attempt``); None: no hedge."""
+        config, source = self.config, self.current.name
+        if self.attempt.effects:  # something happened on it since it began: never twice
+            return None
+        unavailable = self.health.unavailable(self.wall())
+        target = next(
+            (
+                route
+                for route in policy.walk(config, self.requested.name, source)
+                if route != source and route not in unavailable
+            ),
+            None,
+        )
+        if target is None:
+            return None
+        budget = self.wiring.hedges
+        if budget is not None and not budget.take(source, self.wall(), config.learned.hedge_budget):
+            return None
+        parked = self.park()
+        self.time = self.time.fork()
+        self.swaps += 1
+        self.retries = 0
+        self.probe = False
+        self.telemetry.emit(Hedged(source, target, after), self.span)
+        self.current = self.wiring.route(target)
+        self.begin()
+        return parked
+
+    def hedge_won(self, loser: Parked, hedge: bool) -> None:
+        """The current attempt delivered first; ``loser`` is ended: not its route's fault
+        (neutral for its health), its tokens counted as what failover cost."""
+        winner = self.park()
+        self.resume(loser)
+        self._record_health(Outcome.NEUTRAL)
+        if self.probing == loser.current.name:
+            self._release_probe()
+        self._end_attempt("aborted", None)
+        self.telemetry.wasted(self.attempt)
+        self.resume(winner)
+        self.telemetry.emit(HedgeWon(self.current.name, loser.current.name, hedge), self.span)
+
+    def lane_failed(self, parked: Parked, exc: BaseException) -> None:
+        """``parked``'s attempt failed while another races on: it ends as a failure, its
+        route cools down if the failure qualifies, and no decision is made (the other goes
+        on serving the call)."""
+        other = self.park()
+        self.resume(parked)
+        failure = self.classify(exc)
+        qualifying = (
+            policy.qualifies(self.config, failure)
+            and not isinstance(exc, ABORTS)
+            and not _starved(exc)
+        )
+        self._record_health(Outcome.FAILURE if qualifying else Outcome.NEUTRAL)
+        outcome: Literal["failure", "rejected"] = (
+            "rejected" if isinstance(exc, CircuitOpenError) else "failure"
+        )
+        self._end_attempt(outcome, failure)
+        if qualifying and failure.kind is not FailureKind.BREAKER_OPEN:
+            self._cool_down(failure)
+        elif self.probing == parked.current.name:
+            self._release_probe()
+        self.resume(other)
 
     # -- route choice -------------------------------------------------------------------------
     def _choose(
@@ -397,6 +582,16 @@ class Call:
         """
         failure = self.classify(exc)
         config = self.config
+        if (
+            self.derived.adaptive
+            and isinstance(exc, AttemptTimeout)
+            and exc.limit == "first_token"
+            and self.time.first_token_s is not None
+        ):
+            self.telemetry.emit(
+                LearnedLimitHit(self.current.name, self.time.first_token_s, self.learned_p99),
+                self.span,
+            )
         act = policy.action(config, failure)
         qualifying = act != "surface"
         aborted = isinstance(exc, ABORTS)

@@ -39,6 +39,7 @@ __all__ = [
     "ConfigError",
     "EnvConfig",
     "FallbackConfig",
+    "LearnedConfig",
 ]
 
 DEFAULT_ENV_VAR = "SWERVE_FALLBACK_CONFIG"
@@ -200,6 +201,38 @@ class BreakerConfig(CheckedModel):
         return self
 
 
+QUANTILES = {"p50": 0.5, "p75": 0.75, "p90": 0.9, "p95": 0.95, "p99": 0.99}
+"""The learned figures a hedge may wait for, by name."""
+Quantile = Literal["p50", "p75", "p90", "p95", "p99"]
+
+
+class LearnedConfig(CheckedModel):
+    """How the limits learned from each route's latency read it: its time to first chunk on
+    streams, kept by the health store (``first_token_timeout_s="adaptive"``, ``hedge_after``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    min_samples: Annotated[int, Field(ge=1, le=MAX_MIN_CALLS, strict=True)] = 20
+    """First chunks a route must have delivered (in the store's window) before its learned
+    figures are used; until then the adaptive limit is ``ceiling_s`` and no call hedges."""
+    multiplier: Annotated[float, Field(ge=1, le=1000, allow_inf_nan=False, strict=True)] = 2.0
+    """The adaptive first-token limit: the route's learned p99 times this."""
+    floor_s: PosFloat = 1.0
+    """The adaptive limit is never shorter (a fast route's p99 of 0.2 s would cut its slow
+    but healthy answers)."""
+    ceiling_s: PosFloat = 60.0
+    """The adaptive limit is never longer; it is the limit until a route has ``min_samples``."""
+    hedge_budget: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False, strict=True)] = 0.05
+    """The share of a route's stream calls that may hedge, in any minute (per process): a slow
+    provider cannot double the spend."""
+
+    @model_validator(mode="after")
+    def _bounds(self) -> Self:
+        if self.ceiling_s < self.floor_s:
+            raise ValueError(f"ceiling_s ({self.ceiling_s:g}) is below floor_s ({self.floor_s:g})")
+        return self
+
+
 class FallbackConfig(CheckedModel):
     """What swerve does when a route fails. Immutable; every field has a default.
 
@@ -258,11 +291,21 @@ class FallbackConfig(CheckedModel):
     retry_after_max_s: NonNegFloat = 60.0
     """Cap on waits the server asks for with Retry-After."""
     attempt_timeout_s: PosFloat | None = None
-    first_token_timeout_s: PosFloat | None = None
+    first_token_timeout_s: PosFloat | Literal["adaptive"] | None = None
+    """How long a stream attempt may wait for its first content chunk; ``"adaptive"``: the
+    route's learned p99 times ``learned.multiplier``, within ``learned.floor_s`` and
+    ``learned.ceiling_s`` (and ``ceiling_s`` until the route has ``learned.min_samples``)."""
     stall_timeout_s: PosFloat | None = None
     deadline_s: PosFloat | None = None
     """Total time per call, waits included (default: :attr:`call_bound_s`, from the budgets)."""
     breaker: BreakerConfig = Field(default_factory=BreakerConfig)
+    hedge_after: PosFloat | Quantile | None = None
+    """Hedged streams (off by default): when a stream attempt's first chunk has not come this
+    many seconds after it began, or after the route's learned quantile (``"p95"``), the same
+    request starts on the route a swap would go to, and whichever delivers content first
+    serves the call; the other is closed. Never for a pinned call or one whose attempt had
+    effects, and at most ``learned.hedge_budget`` of a route's stream calls a minute."""
+    learned: LearnedConfig = Field(default_factory=LearnedConfig)
 
     @field_validator("fallbacks")
     @classmethod

@@ -22,6 +22,7 @@ from .._telemetry.telemetry import Telemetry, default_telemetry
 from .call import Call, Derived, Wiring
 from .clock import SYSTEM_CLOCK, Clock
 from .config import DEFAULT_ENV_VAR, EnvConfig, FallbackConfig
+from .hedging import HedgeBudget
 from .results import Attempt, CooldownLearned, Result, StreamReset, StreamSpec, passthrough
 from .routes import Route
 from .steps import run_async, run_sync
@@ -186,6 +187,9 @@ class Failover:
             self._own,
             # The in-process store answers at once, sync or async: its calls need no driver.
             waitless=type(health) is MemoryHealth,
+            # A store that learns its routes' latency (optional in the store protocol).
+            latency=health if hasattr(health, "first_chunk_quantile") else None,  # type: ignore[arg-type]
+            hedges=HedgeBudget(),
         )
         if config is not None:  # a shared store learns the config's bounds now, no waiting
             self._ready(config, False)

@@ -128,6 +128,13 @@ class Attempt:
             return default
         return self.timeout
 
+    @property
+    def first_token_timeout(self) -> float | None:
+        """How long this stream attempt may wait for its first content chunk, from its start:
+        ``first_token_timeout_s``, or the limit learned for its route when that is
+        ``"adaptive"``; None for none (and for a unary attempt)."""
+        return self.time.first_token_s if self.time is not None else None
+
     def record_effect(self, what: str = "effect") -> None:
         self._effects.append(what)
 

@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
+import queue
+import threading
 from collections.abc import (
     AsyncIterator,
     Awaitable,
@@ -37,13 +40,18 @@ if TYPE_CHECKING:
 
 __all__ = [
     "END",
+    "HEDGE_DUE",
+    "Abandon",
     "Admit",
     "Claim",
     "Close",
     "Invoke",
+    "Lane",
+    "LaneFailed",
     "Open",
     "Out",
     "Pull",
+    "Race",
     "Settle",
     "Sleep",
     "Steps",
@@ -57,6 +65,8 @@ __all__ = [
 T = TypeVar("T")
 END: Any = object()
 """What :class:`Pull` answers when the upstream has no more chunks."""
+HEDGE_DUE: Any = object()
+"""What a :class:`Race` with no limit answers when its time passed and no lane had a chunk."""
 
 Limits = Callable[[bool], tuple[str | None, float | None]]
 """``committed -> (limit, seconds)``: the limit that ends soonest for the next wait."""
@@ -253,6 +263,155 @@ class Close:
 
     async def arun(self) -> None:
         aclose = getattr(self.upstream, "aclose", None)
+        if aclose is not None:
+            with contextlib.suppress(Exception):
+                await aclose()
+
+
+class LaneFailed(Exception):
+    """A :class:`Race` lane's upstream raised ``error``; the other lanes pull on."""
+
+    def __init__(self, lane: Lane, error: BaseException) -> None:
+        super().__init__(lane, error)
+        self.lane = lane
+        self.error = error
+
+
+class Lane:
+    """One upstream of a hedged stream, pulled apart from the call's own waits: its next chunk
+    is fetched in a task (async) or a thread (sync), so a wait that ends first (the hedge's
+    time, another lane's chunk) leaves this pull running for the next :class:`Race`."""
+
+    __slots__ = ("_abandoned", "_lock", "_pending", "_pulling", "context", "upstream")
+
+    def __init__(self, upstream: Any, context: Context | None) -> None:
+        self.upstream = upstream
+        self.context = context
+        # async: the task of the next chunk; sync: True from a pull's start until a Race took
+        # its chunk from the inbox.
+        self._pending: Any = None
+        self._pulling = False  # sync: a thread is inside next() (the upstream is running)
+        self._abandoned = False
+        self._lock = threading.Lock()
+
+    def _pull_sync(self, into: queue.SimpleQueue[tuple[Lane, bool, Any]]) -> None:
+        """One ``next()`` in a thread, in this lane's context; an abandoned lane closes its
+        upstream itself once the pull returns (it cannot be closed while running)."""
+
+        def pull() -> None:
+            token = attach(self.context) if self.context is not None else None
+            try:
+                item: tuple[Lane, bool, Any] = (self, True, next(self.upstream, END))
+            except BaseException as exc:
+                item = (self, False, exc)
+            finally:
+                if token is not None:
+                    detach(token)
+            with self._lock:
+                self._pulling = False
+                abandoned = self._abandoned
+                if not abandoned:
+                    into.put(item)
+            if abandoned:
+                _close_quietly(self.upstream)
+
+        self._pending = self._pulling = True
+        run = contextvars.copy_context().run
+        threading.Thread(target=run, args=(pull,), daemon=True, name="swerve-hedge").start()
+
+    def _abandon_sync(self) -> None:
+        with self._lock:
+            self._abandoned = True
+            pulling = self._pulling
+        if not pulling:
+            _close_quietly(self.upstream)
+
+    def _pull_async(self) -> asyncio.Future[Any]:
+        if self._pending is None:
+            token = attach(self.context) if self.context is not None else None
+            try:  # the task copies the context current now: the attempt's span
+                self._pending = asyncio.ensure_future(anext(self.upstream, END))
+            finally:
+                if token is not None:
+                    detach(token)
+        return cast("asyncio.Future[Any]", self._pending)
+
+
+def _close_quietly(upstream: object) -> None:
+    close = getattr(upstream, "close", None)
+    if close is not None:
+        with contextlib.suppress(Exception):
+            close()
+
+
+@dataclass(slots=True)
+class Race:
+    """The next chunk of whichever lane has one first: answered with ``(lane, chunk)``; a lane
+    whose upstream failed raises :class:`LaneFailed`. Past ``seconds`` it is a timeout of
+    ``limit`` (an :class:`AttemptTimeout`), or, with no limit, :data:`HEDGE_DUE`."""
+
+    lanes: list[Lane]
+    limit: str | None
+    seconds: float | None
+    inbox: queue.SimpleQueue[tuple[Lane, bool, Any]]
+
+    def run(self) -> object:
+        for lane in self.lanes:
+            if lane._pending is None:  # else its pull runs, or its chunk waits in the inbox
+                lane._pull_sync(self.inbox)
+        try:
+            if self.seconds is None:
+                lane, ok, got = self.inbox.get()
+            else:
+                lane, ok, got = self.inbox.get(timeout=max(self.seconds, 0.0))
+        except queue.Empty:
+            return self._timed_out()
+        lane._pending = None
+        if not ok:
+            raise LaneFailed(lane, got)
+        return lane, got
+
+    async def arun(self) -> object:
+        pending = {lane._pull_async(): lane for lane in self.lanes}
+        seconds = None if self.seconds is None else max(self.seconds, 0.0)
+        done, _ = await asyncio.wait(pending, timeout=seconds, return_when="FIRST_COMPLETED")
+        if not done:
+            return self._timed_out()
+        # The first lane in order among those done: deterministic when both came at once.
+        lane = next(lane for future, lane in pending.items() if future in done)
+        future = lane._pending
+        lane._pending = None
+        error = future.exception()
+        if error is not None:
+            raise LaneFailed(lane, error)
+        return lane, future.result()
+
+    def _timed_out(self) -> object:
+        if self.limit is None:
+            return HEDGE_DUE
+        raise AttemptTimeout(self.limit, max(self.seconds or 0.0, 0.0))
+
+
+@dataclass(frozen=True, slots=True)
+class Abandon:
+    """Stop a lane that lost its race: its pending pull is cancelled (async) or left to end by
+    itself (sync: a blocked ``next()`` cannot be interrupted; the lane closes its upstream when
+    it returns), and its upstream closed."""
+
+    lane: Lane
+
+    def run(self) -> None:
+        self.lane._abandon_sync()
+
+    async def arun(self) -> None:
+        lane = self.lane
+        lane._abandoned = True
+        task, lane._pending = lane._pending, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+        aclose = getattr(lane.upstream, "aclose", None)
         if aclose is not None:
             with contextlib.suppress(Exception):
                 await aclose()

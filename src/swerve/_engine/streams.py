@@ -8,19 +8,35 @@ sync and async classes only drive those steps.
 from __future__ import annotations
 
 import contextlib
+import queue
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
-from .._failures import IncompleteStreamError
+from .._failures import AttemptTimeout, IncompleteStreamError
 from .._telemetry.decisions import StreamRestarted
-from .call import ABORTS, Call
+from .call import ABORTS, Call, Parked
 from .clock import SYSTEM_CLOCK, Clock
 from .policy import GiveUp, Retry
 from .results import Attempt, AttemptRecord, MidStreamError, Result, StreamReset, StreamSpec
 from .routes import Route
-from .steps import END, Close, Open, Out, Pull, Sleep, Steps, drive_async, drive_sync
+from .steps import (
+    END,
+    HEDGE_DUE,
+    Abandon,
+    Close,
+    Lane,
+    LaneFailed,
+    Open,
+    Out,
+    Pull,
+    Race,
+    Sleep,
+    Steps,
+    drive_async,
+    drive_sync,
+)
 
 __all__ = ["AsyncFailoverStream", "FailoverStream", "MidStream"]
 
@@ -113,6 +129,7 @@ class _StreamBase(Generic[C]):
         self._state = _StreamState(spec, live)
         self._reset: StreamReset | None = None
         self._passed: tuple[AttemptRecord, ...] = ()  # a passthrough's one attempt, once it ended
+        self._racing: list[Lane] = []  # the lanes of a hedge race not settled yet
         self.route: Route | None = None
         """The route whose output is being (or was) delivered."""
         self._gen: Any = self._drive(self._steps())  # the subclass's driver: sync or async
@@ -160,7 +177,10 @@ class _StreamBase(Generic[C]):
                 try:
                     yield from run.admit()
                     upstream = yield Open(self._fn, attempt, run.attempt_context)
-                    while True:
+                    ended = False
+                    if (after := run.hedge_after()) is not None:
+                        upstream, ended = yield from self._race(run, upstream, after)
+                    while not ended:
                         chunk = yield Pull(
                             upstream,
                             run.attempt_context,
@@ -177,7 +197,12 @@ class _StreamBase(Generic[C]):
                 except BaseException as exc:
                     if self._abandoned(exc, upstream):
                         raise
-                    yield Close(upstream)
+                    if self._racing:  # a race that ended in this error: every lane stops
+                        lanes, self._racing = self._racing, []
+                        for lane in lanes:
+                            yield Abandon(lane)
+                    else:
+                        yield Close(upstream)
                     if self._whole(exc):
                         # A consumer that closed the stream takes no more chunks.
                         if not isinstance(exc, GeneratorExit) and (out := self._end()):
@@ -193,6 +218,83 @@ class _StreamBase(Generic[C]):
         except BaseException as exc:
             run.finish_error(exc)
             raise
+
+    def _race(self, run: Call, upstream: object, after: float) -> Steps[tuple[object, bool]]:
+        """Until the attempt's content begins: its chunks pulled in a lane, and ``after``
+        seconds into it a hedge, the same request on the route a swap would go to, in a second
+        lane. The lane whose content begins first serves the call (its upstream is returned,
+        with whether it ended already); the other is closed. A lane that fails while the other
+        races on ends as a failed attempt (its route cooled down if it qualifies)."""
+        inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        first = Lane(upstream, run.attempt_context)
+        lanes = self._racing = [first]
+        states = {first: self._state}
+        parked: dict[Lane, Parked] = {}  # the lane whose attempt is not the call's current one
+        due: float | None = after
+        while True:
+            limit, seconds = run.time.next_limit(False)
+            if due is not None and (seconds is None or due - run.time.in_attempt() < seconds):
+                limit, seconds = None, due - run.time.in_attempt()
+            try:
+                got = yield Race(list(lanes), limit, seconds, inbox)
+            except LaneFailed as failed:
+                lane = failed.lane
+                if len(lanes) == 1:
+                    raise failed.error from None  # the call's own failure: it decides
+                lanes.remove(lane)
+                (other,) = lanes
+                if lane in parked:
+                    run.lane_failed(parked.pop(lane), failed.error)
+                else:  # the current attempt failed: the parked one becomes current
+                    mine = run.park()
+                    run.resume(parked.pop(other))
+                    run.lane_failed(mine, failed.error)
+                    self._state = states[other]
+                yield Abandon(lane)
+                continue
+            except AttemptTimeout as timeout:
+                for lane, attempt in list(parked.items()):  # as late as the current one
+                    run.lane_failed(attempt, timeout)
+                    del parked[lane]
+                raise
+            if got is HEDGE_DUE:
+                due = None  # one hedge a call
+                hedged = run.hedge(after)
+                if hedged is None:
+                    continue
+                try:
+                    yield from run.admit()
+                    source = yield Open(self._fn, run.attempt, run.attempt_context)
+                except Exception as exc:  # the hedge never started: the primary races alone
+                    mine = run.park()
+                    run.resume(hedged)
+                    run.lane_failed(mine, exc)
+                    continue
+                lane = Lane(source, run.attempt_context)
+                parked[first] = hedged
+                lanes.append(lane)
+                states[lane] = self._state = _StreamState(self._spec, self._live)
+                continue
+            lane, chunk = got
+            if lane in parked:  # the other lane's chunk: its attempt becomes current
+                mine = run.park()
+                run.resume(parked.pop(lane))
+                parked[next(other for other in lanes if other is not lane)] = mine
+                self._state = states[lane]
+            if chunk is not END:
+                out = self._chunk(run, chunk)
+                if not self._state.committed:
+                    continue
+            else:
+                out = []
+            # This lane's content began (or its stream ended): it serves the call.
+            for other, attempt in parked.items():
+                run.hedge_won(attempt, hedge=other is first)
+                yield Abandon(other)
+            self._racing = []
+            if out:
+                yield Out(out)
+            return lane.upstream, chunk is END
 
     def _abandoned(self, exc: BaseException, upstream: object) -> bool:
         """Whether ``exc`` closes these steps directly, not through their driver: a stream

@@ -26,6 +26,7 @@ class CallTime:
         "attempt_t0",
         "committed",
         "deadline",
+        "first_token_s",
         "last_chunk",
         "t0",
     )
@@ -45,7 +46,18 @@ class CallTime:
         # the first-token limit is over. Kept for readers of the limits outside the engine
         # (the transport's socket clamps), which have no StreamState to ask.
         self.committed = False
+        # The current stream attempt's first-token limit (the config's, or one learned for its
+        # route: begin_attempt sets it).
+        self.first_token_s: float | None = None
         self.deadline = self.t0 + (config.call_bound_s if bound_s is None else bound_s)
+
+    def fork(self) -> CallTime:
+        """A second clock for an attempt that runs beside the current one (a hedge): the same
+        call (its start, deadline and clock), its own attempt times once it begins."""
+        other = CallTime.__new__(CallTime)
+        for name in CallTime.__slots__:
+            setattr(other, name, getattr(self, name))
+        return other
 
     def now(self) -> float:
         """The call's monotonic time, which never goes back: a clock that steps back (a broken
@@ -65,9 +77,12 @@ class CallTime:
     def in_attempt(self) -> float:
         return self.now() - self.attempt_t0
 
-    def begin_attempt(self, stream: bool = True) -> tuple[float | None, float | None]:
+    def begin_attempt(
+        self, stream: bool = True, first_token_s: float | None = None
+    ) -> tuple[float | None, float | None]:
         """Start the clock of a new attempt; its ``(timeout, read_timeout)`` for the client.
-        The first-token limit is a stream's: a unary attempt's reads are not held to it."""
+        The first-token limit (``first_token_s``) is a stream's: a unary attempt's reads are
+        not held to it."""
         # now(), written out for a clock that did not step back: every attempt begins here.
         now = self._mono() + self._offset
         if now >= self._last:
@@ -76,13 +91,14 @@ class CallTime:
             now = self.now()
         self.attempt_t0 = self.last_chunk = now
         self.committed = not stream
+        self.first_token_s = first = first_token_s if stream else None
         c = self._config
         end = self.deadline  # the attempt's own end: the deadline or its limit, if sooner
         if c.attempt_timeout_s is not None:
             end = min(end, now + c.attempt_timeout_s)
         soonest = end  # the next wait's end: the first-token and stall limits too
-        if stream and c.first_token_timeout_s is not None:
-            soonest = min(soonest, now + c.first_token_timeout_s)
+        if first is not None:
+            soonest = min(soonest, now + first)
         if c.stall_timeout_s is not None:
             soonest = min(soonest, now + c.stall_timeout_s)
         return max(end - now, 0.0), max(soonest - now, 0.0)
@@ -97,8 +113,8 @@ class CallTime:
         yield "deadline", self.deadline
         if c.attempt_timeout_s is not None:
             yield "attempt", self.attempt_t0 + c.attempt_timeout_s
-        if not committed and c.first_token_timeout_s is not None:
-            yield "first_token", self.attempt_t0 + c.first_token_timeout_s
+        if not committed and self.first_token_s is not None:
+            yield "first_token", self.attempt_t0 + self.first_token_s
         if c.stall_timeout_s is not None:
             yield "stall", self.last_chunk + c.stall_timeout_s
 
@@ -117,10 +133,10 @@ class CallTime:
             name, end = "attempt", self.attempt_t0 + c.attempt_timeout_s
         if (
             not committed
-            and c.first_token_timeout_s is not None
-            and self.attempt_t0 + c.first_token_timeout_s < end
+            and self.first_token_s is not None
+            and self.attempt_t0 + self.first_token_s < end
         ):
-            name, end = "first_token", self.attempt_t0 + c.first_token_timeout_s
+            name, end = "first_token", self.attempt_t0 + self.first_token_s
         if c.stall_timeout_s is not None and self.last_chunk + c.stall_timeout_s < end:
             name, end = "stall", self.last_chunk + c.stall_timeout_s
         return name, end

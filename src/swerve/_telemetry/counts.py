@@ -14,7 +14,16 @@ from .._engine.policy import GiveUpReason, next_route, walk
 from .._failures import FailureKind, status_kind
 from . import names as n
 from .bounded import Attributes
-from .decisions import DECISIONS, BreakerChanged, Probed, Retried, SwapDeclined, Swapped
+from .decisions import (
+    DECISIONS,
+    BreakerChanged,
+    Hedged,
+    HedgeWon,
+    Probed,
+    Retried,
+    SwapDeclined,
+    Swapped,
+)
 
 if TYPE_CHECKING:
     from .._engine.config import FallbackConfig
@@ -38,6 +47,7 @@ _BREAKER_MOVES: Final = (
     ("half_open", "open"),
 )
 _PROBE_OUTCOMES: Final = ("success", "failure", "inconclusive")
+_HEDGE_WINNERS: Final = ("hedge", "primary")
 _TOKEN_TYPES: Final = (n.TOKEN_INPUT.value, n.TOKEN_OUTPUT.value)
 # What tokens were spent on: the answer a call got, or an attempt that failed (failover's cost).
 _SPENT: Final = ("success", "failure")
@@ -191,6 +201,12 @@ def zero_series(config: FallbackConfig) -> dict[str, list[dict[str, AttributeVal
             else []
         ),
         Probed: [{n.ROUTE: r, n.PROBE_OUTCOME: o} for r in routes for o in _PROBE_OUTCOMES],
+        # A hedge goes where a swap would: every pair a swap may make.
+        Hedged: [
+            {n.ROUTE_FROM: source, n.ROUTE_TO: target}
+            for source, target in dict.fromkeys((s, t) for s, t, _ in _swaps(config))
+        ],
+        HedgeWon: [{n.ROUTE: r, n.HEDGE_WINNER: w} for r in routes for w in _HEDGE_WINNERS],
     }
     out: dict[str, list[dict[str, AttributeValue]]] = {
         n.METRIC_ATTEMPTS: attempts,

@@ -30,6 +30,9 @@ __all__ = [
     "Decision",
     "Downgraded",
     "Emits",
+    "HedgeWon",
+    "Hedged",
+    "LearnedLimitHit",
     "On",
     "OperatorNoticed",
     "PartialDiscarded",
@@ -224,6 +227,53 @@ class StoreChanged:
         return attrs
 
 
+@dataclass(frozen=True, slots=True)
+class Hedged:
+    """A stream's first chunk was late on ``source``: the same request started on ``target``
+    ``after`` seconds into the attempt, both racing for the first content."""
+
+    source: str
+    target: str
+    after: float
+
+    def attributes(self) -> Attrs:
+        return {n.ROUTE_FROM: self.source, n.ROUTE_TO: self.target, n.HEDGE_AFTER: self.after}
+
+
+@dataclass(frozen=True, slots=True)
+class HedgeWon:
+    """A hedge's race ended: ``route`` delivered content first (``hedge``: the route hedged
+    to; else the primary) and ``loser`` was closed."""
+
+    route: str
+    loser: str
+    hedge: bool
+
+    def attributes(self) -> Attrs:
+        return {
+            n.ROUTE: self.route,
+            n.ROUTE_FROM: self.loser,
+            n.HEDGE_WINNER: "hedge" if self.hedge else "primary",
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class LearnedLimitHit:
+    """A stream attempt on ``route`` waited ``limit`` seconds for its first chunk, the limit
+    learned from the route (its ``p99`` times the multiplier, within the floor and ceiling;
+    None: not learned yet, the ceiling), and timed out."""
+
+    route: str
+    limit: float
+    p99: float | None
+
+    def attributes(self) -> Attrs:
+        attrs: Attrs = {n.ROUTE: self.route, n.LEARNED_LIMIT: self.limit}
+        if self.p99 is not None:
+            attrs[n.LEARNED_P99] = self.p99
+        return attrs
+
+
 Decision: TypeAlias = (
     Retried
     | Swapped
@@ -238,6 +288,9 @@ Decision: TypeAlias = (
     | CacheFixed
     | Downgraded
     | StoreChanged
+    | Hedged
+    | HedgeWon
+    | LearnedLimitHit
 )
 """Every decision a Telemetry reports: the kinds :data:`DECISIONS` has a row for."""
 
@@ -315,4 +368,16 @@ DECISIONS: Final[Mapping[type[Decision], Emits]] = {
         "{downgrade}", "Request bodies adapted for another provider on a swap",
     ),
     StoreChanged: Emits(n.EVENT_STORE, On.STORE),
+    Hedged: Emits(
+        n.EVENT_HEDGE, On.CALL, n.METRIC_HEDGES, (n.ROUTE_FROM, n.ROUTE_TO),
+        "{hedge}", "Stream requests started on a second route while the first was slow",
+    ),
+    HedgeWon: Emits(
+        n.EVENT_HEDGE_WON, On.CALL, n.METRIC_HEDGE_WINS, (n.ROUTE, n.HEDGE_WINNER),
+        "{hedge}", "Hedges settled, by the route that delivered first",
+    ),
+    LearnedLimitHit: Emits(
+        n.EVENT_LEARNED_LIMIT, On.CALL, n.METRIC_LEARNED_LIMITS, (n.ROUTE,),
+        "{timeout}", "Stream attempts timed out at a first-token limit learned from the route",
+    ),
 }  # fmt: skip

@@ -44,6 +44,9 @@ __all__ = [
     "EVENT_CACHE_FIX",
     "EVENT_COOLDOWN",
     "EVENT_DOWNGRADE",
+    "EVENT_HEDGE",
+    "EVENT_HEDGE_WON",
+    "EVENT_LEARNED_LIMIT",
     "EVENT_OPERATOR",
     "EVENT_PARTIAL_DISCARDED",
     "EVENT_PROBE",
@@ -69,9 +72,13 @@ __all__ = [
     "GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS",
     "GEN_AI_USAGE_INPUT_TOKENS",
     "GEN_AI_USAGE_OUTPUT_TOKENS",
+    "HEDGE_AFTER",
+    "HEDGE_WINNER",
     "HTTP_REQUEST_RESEND_COUNT",
     "HTTP_RESPONSE_STATUS_CODE",
     "INSTRUMENTATION_NAME",
+    "LEARNED_LIMIT",
+    "LEARNED_P99",
     "METRIC_ADDED_LATENCY",
     "METRIC_ATTEMPTS",
     "METRIC_ATTEMPT_DURATION",
@@ -85,6 +92,10 @@ __all__ = [
     "METRIC_FAILOVER_TOKENS",
     "METRIC_GEN_AI_OPERATION_DURATION",
     "METRIC_GEN_AI_TOKEN_USAGE",
+    "METRIC_HEDGES",
+    "METRIC_HEDGE_WINS",
+    "METRIC_LEARNED_FIRST_CHUNK",
+    "METRIC_LEARNED_LIMITS",
     "METRIC_PARTIAL_DISCARDS",
     "METRIC_PROBES",
     "METRIC_RETRIES",
@@ -98,6 +109,7 @@ __all__ = [
     "METRIC_TOKENS",
     "OPERATOR_ACTION",
     "PROBE_OUTCOME",
+    "QUANTILE",
     "REASON",
     "RETRY_DELAY",
     "ROUTE",
@@ -183,6 +195,11 @@ DISCARDED_OTHER: Final = "swerve.discarded.other"
 CACHE_FIX_BLOCKS: Final = "swerve.cache_fix.blocks"
 CACHE_FIX_MOVED_TO: Final = "swerve.cache_fix.moved_to"
 DOWNGRADE_REMOVED: Final = "swerve.downgrade.removed"
+HEDGE_AFTER: Final = "swerve.hedge.after_s"
+HEDGE_WINNER: Final = "swerve.hedge.winner"  # "hedge" (the route hedged to) or "primary"
+LEARNED_LIMIT: Final = "swerve.learned_limit.seconds"
+LEARNED_P99: Final = "swerve.learned_limit.p99_s"
+QUANTILE: Final = "swerve.quantile"
 
 DISCARDED_BY_PART: Final = {
     "text": DISCARDED_TEXT,
@@ -212,6 +229,9 @@ EVENT_PARTIAL_DISCARDED: Final = "swerve.partial_discarded"
 EVENT_STREAM_RESET: Final = "swerve.stream_reset"
 EVENT_CACHE_FIX: Final = "swerve.cache_fix"
 EVENT_DOWNGRADE: Final = "swerve.downgrade"
+EVENT_HEDGE: Final = "swerve.hedge"
+EVENT_HEDGE_WON: Final = "swerve.hedge_won"
+EVENT_LEARNED_LIMIT: Final = "swerve.learned_limit"
 
 # --- metrics ---------------------------------------------------------------------------------
 # The GenAI conventions' client metrics, one record per logical call (as the inference span).
@@ -246,6 +266,10 @@ METRIC_CALL_DURATION: Final = "swerve.call.duration"
 METRIC_ATTEMPT_DURATION: Final = "swerve.attempt.duration"
 METRIC_ADDED_LATENCY: Final = "swerve.call.added_latency"
 METRIC_TIME_TO_FIRST_CHUNK: Final = "swerve.stream.time_to_first_chunk"
+METRIC_HEDGES: Final = "swerve.hedges"
+METRIC_HEDGE_WINS: Final = "swerve.hedge_wins"
+METRIC_LEARNED_LIMITS: Final = "swerve.learned_limits"
+METRIC_LEARNED_FIRST_CHUNK: Final = "swerve.route.first_chunk.learned"
 
 # Second-scale buckets: LLM calls take seconds, failover waits tens of seconds.
 DURATION_BUCKETS: Final = (

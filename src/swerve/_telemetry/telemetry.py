@@ -56,6 +56,7 @@ except ImportError:  # pragma: no cover - an API that moved them
 _INFERENCE = frozenset({"chat", "text_completion", "generate_content"})
 _IN_LLM_SPAN = create_key("swerve.in_llm_span")
 _INPUT, _OUTPUT = n.TOKEN_INPUT.value, n.TOKEN_OUTPUT.value
+_LEARNED_QUANTILES = (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))
 
 
 def _answered_by(attempt: Attempt, attrs: dict[str, AttributeValue]) -> None:
@@ -225,6 +226,13 @@ class Telemetry:
              "shares health, 0 while each process is alone"),
         ):  # fmt: skip
             meter.create_observable_gauge(name, [observe], "1", description)
+        meter.create_observable_gauge(
+            n.METRIC_LEARNED_FIRST_CHUNK,
+            [self._observe_learned],
+            "s",
+            "Each configured route's learned time to first chunk on streams (p50, p95, p99), "
+            "as adaptive limits and hedges read it",
+        )
 
     # -- gauges ---------------------------------------------------------------------------------
     def watch(self, health: HealthStore) -> None:
@@ -266,6 +274,20 @@ class Telemetry:
         return [
             Observation(state, {n.ROUTE: route}) for route, (_, state) in self._snapshots().items()
         ]
+
+    def _observe_learned(self, _: CallbackOptions) -> Iterable[Observation]:
+        now = self._clock.time()
+        found: list[Observation] = []
+        for store in list(self._health):
+            learned = getattr(store, "first_chunk_quantile", None)
+            if learned is None:
+                continue
+            for route in sorted(self._configured):
+                for name, q in _LEARNED_QUANTILES:
+                    seconds = learned(route, q, now, 1)  # what is known, however little
+                    if seconds is not None:
+                        found.append(Observation(seconds, {n.ROUTE: route, n.QUANTILE: name}))
+        return found
 
     def seed(self, config: FallbackConfig) -> None:
         """A 0 in every counter series ``config``'s routes can count that is known before
@@ -564,16 +586,21 @@ class Telemetry:
         self.attempts.add_bounded(1, counted)
         self.attempt_duration.record(duration, counted, context)
         if outcome == "failure":
-            usage = attempt.usage
-            for kind, count in (
-                (n.TOKEN_INPUT, usage.input_tokens),
-                (n.TOKEN_OUTPUT, usage.output_tokens),
-            ):
-                if count:
-                    self.failover_tokens.add(
-                        count, {n.ROUTE: route, n.GEN_AI_TOKEN_TYPE: kind.value}
-                    )
-            self.spent(attempt, outcome, usage)
+            self.wasted(attempt)
+
+    def wasted(self, attempt: Attempt) -> None:
+        """The tokens an attempt that did not serve its call reported (it failed, or lost a
+        hedge race), counted as what failover cost."""
+        if not self.metering():
+            return
+        usage, route = attempt.usage, attempt.route.name
+        for kind, count in (
+            (n.TOKEN_INPUT, usage.input_tokens),
+            (n.TOKEN_OUTPUT, usage.output_tokens),
+        ):
+            if count:
+                self.failover_tokens.add(count, {n.ROUTE: route, n.GEN_AI_TOKEN_TYPE: kind.value})
+        self.spent(attempt, "failure", usage)
 
     def spent(self, attempt: Attempt, outcome: str, usage: Usage) -> None:
         """The tokens ``attempt`` reported, counted for its route by ``outcome`` (``success``:

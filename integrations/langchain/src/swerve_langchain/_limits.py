@@ -74,7 +74,8 @@ class SyncLimits:
         end = attempt.timeout_or(None)
         own = config.attempt_timeout_s
         name = "deadline" if end is not None and (own is None or end < own - 1e-6) else "attempt"
-        limits = cls(end, name, config.first_token_timeout_s, config.stall_timeout_s)
+        # The attempt's own first-token limit: the config's, or one learned for its route.
+        limits = cls(end, name, attempt.first_token_timeout, config.stall_timeout_s)
         if end is None and limits.first_token is None and limits.stall is None:
             return None
         return limits
