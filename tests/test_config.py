@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from typing import Any
 
 import pytest
 
@@ -462,3 +463,32 @@ def test_the_breakers_open_time_does_not_grow_unless_asked() -> None:
     assert BreakerConfig(open_s=10, max_open_s=120).max_open_s == 120  # growth, when asked
     with pytest.raises(ConfigError, match="max_open_s"):
         BreakerConfig(open_s=60, max_open_s=30)
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ({"hedge_after": "p42"}, "hedge_after: 'p42' is neither a number of seconds"),
+        ({"hedge_after": -1}, "hedge_after: -1 is neither"),
+        ({"hedge_after": True}, "hedge_after: True is neither"),
+        ({"first_token_timeout_s": "fast"}, "first_token_timeout_s: 'fast' is neither"),
+        ({"learned": {"floor_s": 5, "ceiling_s": 1}}, "learned: ceiling_s (1) is below floor_s"),
+        ({"learned": {"hedge_budget": 2}}, "learned.hedge_budget: 2 is above 1"),
+        ({"learned": {"min_samples": 0}}, "learned.min_samples"),
+    ],
+)
+def test_tail_latency_options_name_what_was_wrong(given: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        FallbackConfig(**given)
+    assert message in str(info.value)
+    with pytest.raises(ConfigError):  # the same from JSON (the env var, `swerve config check`)
+        FallbackConfig.from_json(json.dumps(given))
+
+
+def test_tail_latency_options_parse_from_json() -> None:
+    config = FallbackConfig.from_json(
+        '{"hedge_after": "p95", "first_token_timeout_s": "adaptive", "learned": {"floor_s": 2}}'
+    )
+    assert config.hedge_after == "p95" and config.first_token_timeout_s == "adaptive"
+    assert config.learned.floor_s == 2.0 and config.learned.ceiling_s == 60.0
+    assert FallbackConfig(hedge_after=1).hedge_after == 1.0

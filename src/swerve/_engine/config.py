@@ -18,6 +18,7 @@ from pydantic import (
     SerializationInfo,
     SerializerFunctionWrapHandler,
     ValidationError,
+    ValidationInfo,
     ValidatorFunctionWrapHandler,
     WrapValidator,
     field_serializer,
@@ -306,6 +307,26 @@ class FallbackConfig(CheckedModel):
     serves the call; the other is closed. Never for a pinned call or one whose attempt had
     effects, and at most ``learned.hedge_budget`` of a route's stream calls a minute."""
     learned: LearnedConfig = Field(default_factory=LearnedConfig)
+
+    @field_validator("first_token_timeout_s", "hedge_after", mode="before")
+    @classmethod
+    def _seconds_or_word(cls, value: object, info: ValidationInfo) -> object:
+        # One message for a value that is neither of a union's two forms (pydantic would give
+        # one per form, named by its internal tags).
+        words = ("adaptive",) if info.field_name == "first_token_timeout_s" else tuple(QUANTILES)
+        if value is None or value in words:
+            return value
+        if (
+            isinstance(value, int | float)
+            and not isinstance(value, bool)
+            and math.isfinite(value)
+            and 0 < value <= MAX_SECONDS
+        ):
+            return value
+        shown = " or ".join(repr(w) for w in words)
+        raise ValueError(
+            f"{value!r} is neither a number of seconds in (0, {MAX_SECONDS:g}] nor {shown}"
+        )
 
     @field_validator("fallbacks")
     @classmethod
