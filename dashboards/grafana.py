@@ -46,6 +46,10 @@ TOKENS: Final = PROMETHEUS_NAMES[t.METRIC_TOKENS]
 COST: Final = PROMETHEUS_NAMES[t.METRIC_COST]
 CALL_DURATION: Final = PROMETHEUS_NAMES[t.METRIC_CALL_DURATION]
 ATTEMPT_DURATION: Final = PROMETHEUS_NAMES[t.METRIC_ATTEMPT_DURATION]
+HEDGES: Final = PROMETHEUS_NAMES[t.METRIC_HEDGES]
+HEDGE_WINS: Final = PROMETHEUS_NAMES[t.METRIC_HEDGE_WINS]
+LEARNED_LIMITS: Final = PROMETHEUS_NAMES[t.METRIC_LEARNED_LIMITS]
+LEARNED: Final = PROMETHEUS_NAMES[t.METRIC_LEARNED_FIRST_CHUNK]
 
 ROUTE: Final = label(t.ROUTE)
 REQUESTED: Final = label(t.ROUTE_REQUESTED)
@@ -57,6 +61,8 @@ ERROR_TYPE: Final = label(t.ERROR_TYPE)
 STORE: Final = label(t.STORE)
 PROBE_OUTCOME: Final = label(t.PROBE_OUTCOME)
 TOKEN_TYPE: Final = label(t.GEN_AI_TOKEN_TYPE)
+WINNER: Final = label(t.HEDGE_WINNER)
+QUANTILE: Final = label(t.QUANTILE)
 
 
 def _processes(up: int) -> str:
@@ -402,6 +408,48 @@ def build() -> dash.Dashboard:
                 "(swerve.stream.time_to_first_chunk), by route.",
                 _quantiles(FIRST_CHUNK, ROUTE),
             )
+        )
+        .with_row(dash.Row("Tail latency: hedges and learned limits"))
+        .with_panel(
+            _latency_panel(
+                "Learned time to first chunk by route (p50 / p95 / p99)",
+                "What swerve learned of each route's time to first chunk on streams "
+                "(swerve.route.first_chunk.learned, shared through the health store): what "
+                'hedge_after="p95" waits for and the adaptive first-token limit is made of.',
+                [
+                    _query(
+                        f"max by ({ROUTE}, {QUANTILE}) ({LEARNED}{_on(ROUTE)})",
+                        f"{{{{{ROUTE}}}}} {{{{{QUANTILE}}}}}",
+                    )
+                ],
+            ).span(8)
+        )
+        .with_panel(
+            _rate_panel(
+                "Hedges per minute and their wins",
+                "Streams whose first chunk was late and that started the same request on "
+                "another route (swerve.hedges, by route hedged from and to), and which side "
+                "delivered first (swerve.hedge_wins: hedge or primary, by the winning route). "
+                "Hedges stay within learned.hedge_budget of a route's stream calls. 0 (none) "
+                "when nothing hedged.",
+                _or_zero(_per_minute(HEDGES, [FROM, TO], FROM), FROM),
+                f"hedged {{{{{FROM}}}}} -> {{{{{TO}}}}}",
+                _query(
+                    _or_zero(_per_minute(HEDGE_WINS, [ROUTE, WINNER], ROUTE), ROUTE),
+                    f"won by {{{{{ROUTE}}}}} ({{{{{WINNER}}}}})",
+                    "B",
+                ),
+            ).span(8)
+        )
+        .with_panel(
+            _rate_panel(
+                "Learned first-token timeouts per minute by route",
+                "Stream attempts that waited longer than the limit learned for their route "
+                '(first_token_timeout_s="adaptive", swerve.learned_limits) and failed over. '
+                "0 (none) when no attempt ran out of its learned limit.",
+                _or_zero(_per_minute(LEARNED_LIMITS, [ROUTE], ROUTE), ROUTE),
+                f"{{{{{ROUTE}}}}}",
+            ).span(8)
         )
         .with_row(dash.Row("Cooldowns, probes and declined swaps"))
         .with_panel(

@@ -56,6 +56,8 @@ ROUTE_LABELS = {label(a) for a in (n.ROUTE, n.ROUTE_FROM, n.ROUTE_TO, n.ROUTE_RE
 HISTOGRAMS = {n.METRIC_CALL_DURATION, n.METRIC_ATTEMPT_DURATION}
 HISTOGRAMS |= {n.METRIC_ADDED_LATENCY, n.METRIC_TIME_TO_FIRST_CHUNK}
 PER_STORE = {n.METRIC_STORE_UP, n.METRIC_STORE_REJECTED}
+# A learned figure has no zero: 0 s would be a claim. Its series starts when the route is learned.
+MEASURED = {n.METRIC_LEARNED_FIRST_CHUNK}
 BY_PROMETHEUS_NAME = {v: k for k, v in PROMETHEUS_NAMES.items()}
 
 Points = dict[str, dict[frozenset[tuple[str, Any]], Any]]
@@ -214,8 +216,8 @@ def _reads(expr: str) -> Iterator[tuple[str, dict[str, str], set[str]]]:
     wanted = {x for x in by if x.startswith("swerve_")}
     for metric, selector in re.findall(r"\b(swerve_[a-z0-9_]+)(\{[^}]*\})?", expr):
         name = BY_PROMETHEUS_NAME.get(metric)
-        if name is None or name in HISTOGRAMS | PER_STORE:
-            continue  # a histogram's series (_bucket, ...), or not per route
+        if name is None or name in HISTOGRAMS | PER_STORE | MEASURED:
+            continue  # a histogram's series (_bucket, ...), not per route, or a measurement
         matchers = dict(re.findall(r'(\w+)=~?"([^"]*)"', selector))
         yield metric, matchers, wanted
 

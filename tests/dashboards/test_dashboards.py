@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import time
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -120,6 +121,9 @@ def test_dashboard_has_the_panels_and_variables() -> None:
         "Attempt duration by route (p50 / p95)": "timeseries",
         "Added latency from failover (p50 / p95)": "timeseries",
         "Time to first chunk (p50 / p95)": "timeseries",
+        "Learned time to first chunk by route (p50 / p95 / p99)": "timeseries",
+        "Hedges per minute and their wins": "timeseries",
+        "Learned first-token timeouts per minute by route": "timeseries",
         "Cooldowns per minute by route": "timeseries",
         "Recovery probes per minute by route and outcome": "timeseries",
         "Swaps declined per minute by route and reason": "timeseries",
@@ -185,6 +189,7 @@ def test_dashboard_reads_top_down_health_errors_latency_decisions_waste() -> Non
         "Route health",
         "Errors and calls moved away",
         "Latency",
+        "Tail latency: hedges and learned limits",
         "Cooldowns, probes and declined swaps",
         "Tokens, waste and cost",
     ]
@@ -305,6 +310,8 @@ def test_prometheus_names_are_what_the_exporter_produces() -> None:
         tel = Telemetry(meter_provider=provider)
         health = MemoryHealth()
         health.cool_down("a/x", 0.0, CooldownRule(4e9, 4e9))
+        health.observe_first_chunk("a/x", 0.2, time.time())  # a learned time to first chunk
+        tel.seed(FallbackConfig(fallbacks={"a/x": "b/x"}))  # of a configured route
         tel.watch(health)
         store = RedisHealth.from_url(f"redis://127.0.0.1:{free_port()}/0", telemetry=tel)
         tel.watch(store)  # the store.up gauge: 0, nothing listens on that port
