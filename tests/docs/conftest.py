@@ -15,7 +15,7 @@ from sybil import Document
 
 from swerve import Failover, FallbackConfig, MemoryHealth, Telemetry
 from swerve._telemetry.names import INSTRUMENTATION_NAME
-from swerve.testing import FakeProvider
+from swerve.testing import FakeProvider, Reply, ToolCall
 
 from ._documents import Block
 from ._placeholders import API_KEY_VARS, placeholders
@@ -34,8 +34,8 @@ def _clear_process_health() -> None:
 
 
 @contextmanager
-def _document_setup(block: Block) -> Iterator[list[Check]]:
-    """Yields the checks to run after the document's last block."""
+def _document_setup(block: Block) -> Iterator[tuple[list[Check], FakeProvider]]:
+    """Yields the checks to run after the document's last block, and the page's fake."""
     text = block.document.text
     checks: list[Check] = []
     with ExitStack() as stack, FakeProvider() as fake, pytest.MonkeyPatch.context() as mp:
@@ -62,7 +62,7 @@ def _document_setup(block: Block) -> Iterator[list[Check]]:
             with contained_globals(mp) as providers:
                 if receiver is not None:
                     checks.append(_exported_to(receiver, providers))
-                yield checks
+                yield checks, fake
         finally:
             # What the blocks built (a transport claims its route names in the process-wide
             # store while it lives) must not outlive the document.
@@ -108,6 +108,20 @@ def _exported_to(receiver: OtlpReceiver, providers: list[Any]) -> Check:
     return check
 
 
+def _script_agent(block: Block, fake: FakeProvider) -> None:
+    """A recipe of docs/frameworks.md runs its agent's tool: the page's primary
+    (api.openai.com) asks for ``get_weather`` once, then answers (a smolagents agent answers
+    through its ``final_answer`` tool)."""
+    if block.document_name != "frameworks.md" or "def get_weather" not in block.source:
+        return
+    if "smolagents" in block.source:
+        final = Reply(text="", tool_calls=[ToolCall("final_answer", {"answer": "sunny in Oslo"})])
+    else:
+        final = Reply(text="It is sunny in Oslo.")
+    asked = Reply(text="", tool_calls=[ToolCall("get_weather", {"city": "Oslo"})])
+    fake.script("openai", [asked, final])
+
+
 class DocumentSessions:
     """The set-up of the document whose blocks are running; the blocks of one document run one
     after another (in file order), so a new document ends the last one's set-up."""
@@ -118,11 +132,11 @@ class DocumentSessions:
         self._checks: list[Check] = []
 
     def enter(self, block: Block) -> None:
-        if block.document is self._current:
-            return
-        self.close()
-        self._checks = self._stack.enter_context(_document_setup(block))
-        self._current = block.document
+        if block.document is not self._current:
+            self.close()
+            self._checks, self._fake = self._stack.enter_context(_document_setup(block))
+            self._current = block.document
+        _script_agent(block, self._fake)
 
     def check(self) -> None:
         """After the document's last block: what its blocks built reached the real service."""
