@@ -98,6 +98,7 @@ class Receiving:
 
     __slots__ = (
         "_body",
+        "_heads",
         "_inflater",
         "_named",
         "_reader",
@@ -152,6 +153,7 @@ class Receiving:
         self._reader: _Reader | None = None
         self._named = False  # the response's model and id told the attempt (streams)
         self._body = bytearray()
+        self._heads: _Heads | None = None  # the response's, read once (see _described)
 
     def ran_out(self, error: BaseException) -> AttemptTimeout | None:
         """For an attempt that ``error`` ended: the limit of swerve's that an httpx timeout
@@ -203,13 +205,13 @@ class Receiving:
             or self.clamped
             or isinstance(response.stream, self.flavour.ByteStream)
         ):
-            headers = response.headers
-            length = headers.get("content-length")
+            heads = self._heads = _described(response.headers)
+            length = heads[1]
             self.whole = (
                 length is not None
                 and length.isdigit()
                 and int(length) <= self.routing.limit
-                and "content-encoding" not in headers
+                and heads[2] is None
             )
         return self.whole
 
@@ -314,10 +316,13 @@ class Receiving:
             )
             scrubbed = _response(response, response.status_code, headers, content)
             raise UpstreamStatusError(route, scrubbed, content)
-        content_type = response.headers.get("content-type", "")
-        if "text/event-stream" in content_type:
+        heads = self._heads
+        if heads is None:
+            heads = self._heads = _described(response.headers)
+        content_type = heads[0]
+        if b"text/event-stream" in content_type:
             self._events(response, body)
-        json_body = "json" in content_type
+        json_body = b"json" in content_type
         if json_body or b'"error"' in body:
             try:
                 data = json.loads(body)
@@ -340,12 +345,9 @@ class Receiving:
                 )
         if self.whole:  # already read and within the limit: hand it on as it is, with swerve's
             held = response.headers  # headers instead of any the upstream sent by the name
-            # The raw names: a scan that decodes none of them (this is every healthy call).
-            for raw, _ in held.raw:
-                if raw[:9].lower() == _SWERVE_RAW:
-                    for name in [k for k in held if k.lower().startswith(SWERVE_PREFIX)]:
-                        del held[name]
-                    break
+            if heads[3]:
+                for name in [k for k in held if k.lower().startswith(SWERVE_PREFIX)]:
+                    del held[name]
             # _served_by's headers, set as text (written out: every healthy call sets them).
             served, requested = attempt.route.name, attempt.requested.name
             held[ROUTE_HEADER] = served
@@ -750,6 +752,31 @@ def _ran_out(time: CallTime, committed: bool) -> AttemptTimeout | None:
         return None
     _, name, since = min(passed)
     return AttemptTimeout(name, max(now - since, 0.0))
+
+
+_Heads = tuple[bytes, bytes | None, bytes | None, bool]
+"""A response's ``Content-Type`` (empty when absent), ``Content-Length`` and
+``Content-Encoding`` (None when absent), as bytes, and whether it has an ``x-swerve-*``
+header."""
+
+
+def _described(headers: Headers) -> _Heads:
+    """What swerve reads of a response's headers, in one pass over the raw ones: a lookup by
+    name walks and decodes them all, each time. A name given twice reads as ``Headers.get``
+    gives it, the values joined by ``", "``."""
+    kind = length = encoding = None
+    marked = False
+    for k, v in headers.raw:
+        name = k.lower()
+        if name == b"content-type":
+            kind = v if kind is None else kind + b", " + v
+        elif name == b"content-length":
+            length = v if length is None else length + b", " + v
+        elif name == b"content-encoding":
+            encoding = v if encoding is None else encoding + b", " + v
+        elif name.startswith(_SWERVE_RAW):
+            marked = True
+    return kind or b"", length, encoding, marked
 
 
 def _returned(headers: Headers) -> list[tuple[bytes, bytes]]:

@@ -14,6 +14,8 @@ import ssl
 import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
+from itertools import compress
+from operator import itemgetter, not_
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -22,7 +24,7 @@ from .._engine.failover import Failover
 from .._engine.results import Attempt
 from .._engine.routes import Route
 from .._wire.payloads import JsonRules
-from .._wire.rules import prepare_for_route
+from .._wire.rules import Wire, prepare_for_route, speaks_to_claude
 from .flavour import URL, Flavour, Request, Response, flavour_of
 from .io_bound import install
 from .reading import AUTH_HEADERS, secrets_of
@@ -42,10 +44,7 @@ _CLIENT_CREDENTIALS = AUTH_HEADERS | {"cookie", "proxy-authorization", "x-goog-a
 _SWERVE_RAW = SWERVE_PREFIX.encode()
 _NEVER_FORWARD = frozenset({"host", "content-length"})
 _DEFAULT_PORTS = {"http": 80, "https": 443}
-
-
-_Target = tuple[Any, tuple[bytes, bytes], type[tuple[bytes, ...]]]
-"""A route's endpoint URL, its Host header, and the type of a request body sent there."""
+_NAME = itemgetter(0)  # a header's name, of its (name, value)
 
 
 @dataclass(slots=True)
@@ -57,6 +56,62 @@ class Plan:
     stream: bool
     pin: bool
     off: bool
+    raw: list[tuple[bytes, bytes]]
+    """The client's headers, as bytes (read once: every attempt filters them)."""
+    names: list[bytes]
+    """Their names, lowercased, in the same order."""
+    marked: bool
+    """Whether a header name may be one of swerve's (then each is checked by name)."""
+
+
+class _Way:
+    """What every request sent to one route, from clients of one flavour, shares: the rewrite
+    of a request is then one filter of the client's headers and one new body."""
+
+    __slots__ = (
+        "body",
+        "drop",
+        "drop_own",
+        "fixes",
+        "keyless",
+        "lead",
+        "model",
+        "origin",
+        "sized",
+        "tail",
+        "url",
+        "wire",
+    )
+
+    def __init__(
+        self, module: Flavour, route: str, upstream: Upstream, origin: tuple[str, str, int]
+    ) -> None:
+        self.url = module.URL(upstream.endpoint)
+        self.body = _body(module)
+        self.origin = origin
+        self.wire: Wire = upstream.wire
+        self.model = upstream.model or Route.parse(route).model
+        # Whether the empty-text fix may change a body sent here (it looks at nothing else).
+        self.fixes = speaks_to_claude(self.wire, self.model)
+        self.keyless = not upstream.api_key
+        # The names of the upstream's own headers, lowercased: they replace the client's.
+        names = frozenset(k.lower() for k in upstream.headers)
+        # The client's headers never sent here, by whether its own credentials go here.
+        self.drop = _dropped(False, names)
+        self.drop_own = _dropped(True, names)
+        # Bytes and text alike, as httpx takes them (an upstream's own are text).
+        self.lead: list[tuple[Any, Any]] = [] if "host" in names else [(b"Host", self.url.netloc)]
+        tail: list[tuple[Any, Any]] = []
+        if upstream.api_key:
+            if upstream.wire == "anthropic":
+                tail.append(("x-api-key", upstream.api_key))
+            else:
+                tail.append(("authorization", f"Bearer {upstream.api_key}"))
+        tail += [
+            (k, v) for k, v in upstream.headers.items() if not k.lower().startswith(SWERVE_PREFIX)
+        ]
+        self.tail = tail
+        self.sized = not names & _LENGTH_HEADERS  # else the upstream's own length or chunking
 
 
 class Exchange:
@@ -136,12 +191,6 @@ class Routing:
         found = {s for upstream in self.upstreams.values() for s in secrets_of(upstream)}
         self.secrets: tuple[str, ...] = tuple(sorted(found, key=len, reverse=True))
         self.targets = {key: _target(up.base_url) for key, up in self.upstreams.items()}
-        # The names of each upstream's own headers, lowercased: they replace the client's.
-        self.header_names = {
-            key: frozenset(k.lower() for k in up.headers) for key, up in self.upstreams.items()
-        }
-        # The client's headers never sent to a route, by whether its own credentials go there.
-        self._drops: dict[tuple[str, bool], frozenset[bytes]] = {}
         self.failover = failover
         self.telemetry = failover.telemetry  # a Failover's telemetry is fixed: read it once
         self.limit = max_body_bytes
@@ -150,7 +199,7 @@ class Routing:
         self.clamped: set[int] = {
             id(up.transport) for up in self.upstreams.values() if install(up.transport)
         }
-        self._urls: dict[tuple[str, str], _Target] = {}
+        self._ways: dict[tuple[str, str], _Way] = {}  # by flavour and route
         self._check(config if config is not None else failover.config)
         # Last: a transport that was refused claims nothing.
         self.release = claim_routes(self, failover.health, self.upstreams)
@@ -166,13 +215,17 @@ class Routing:
             return None
         options = request.extensions.get("swerve") or {}
         headers = request.headers
-        # Most requests carry none of swerve's headers: one pass over the raw names says so,
-        # without decoding every header as a lookup by name would.
-        own = False
-        for name, _ in headers.raw:
-            if name[:9].lower() == _SWERVE_RAW:
-                own = True
-                break
+        raw = headers.raw
+        # Every name lowered at once, none decoded: what each attempt filters the headers by.
+        # Split apart, the names line up with the headers unless one holds a line break
+        # (then the count says so, and each is lowered by itself).
+        joined = b"\n".join(map(_NAME, raw)).lower()
+        names = joined.split(b"\n")
+        if len(names) != len(raw):
+            names = [name.lower() for name, _ in raw]
+        # Most requests carry none of swerve's headers: the joined names say so at once (a
+        # name that only contains the prefix costs a lookup by name, never a wrong answer).
+        own = _SWERVE_RAW in joined
         pinned = (headers.get(ROUTE_HEADER) if own else None) or options.get("route")
         off = (
             own and headers.get(SWITCH_HEADER, "").lower() in ("off", "0", "false")
@@ -220,7 +273,7 @@ class Routing:
             )
             if not route:
                 return None
-        return Plan(route, body, body.get("stream") is True, bool(pinned), off)
+        return Plan(route, body, body.get("stream") is True, bool(pinned), off, raw, names, own)
 
     def _endpoint_match(self, request: Request) -> bool:
         path = request.url.path
@@ -243,89 +296,86 @@ class Routing:
         """The request for ``attempt``: the route's URL, credentials and model; fixed body.
         ``module``: the request's flavour, when the caller knows it already."""
         route = attempt.route.name
-        upstream = self.upstreams[route]
+        if module is None:
+            module = flavour_of(request)
+        way = self._ways.get((module.__name__, route))
+        if way is None:
+            way = self._way(module, route)
         body = dict(plan.body)
-        body["model"] = upstream.model or attempt.route.model
-        body = prepare_for_route(
-            body,
-            JsonRules(upstream.wire, body["model"]),
-            route=route,
-            moved=route != plan.route,
-            telemetry=self.telemetry,
-        )
+        body["model"] = model = way.model
+        moved = route != plan.route
+        if moved or way.fixes:  # else no rule could change the body: none is run
+            body = prepare_for_route(
+                body,
+                JsonRules(way.wire, model),
+                route=route,
+                moved=moved,
+                telemetry=self.telemetry,
+            )
+        origin = way.origin
+        attempt.report_request(model, origin[1], origin[2])  # what the spans name
         # The client's own credentials are for the host it addressed: they go to an upstream
         # only when it has no api_key of its own and is that very host, never to a fallback
         # provider elsewhere.
-        origin = self.targets[route][0]
-        attempt.report_request(body["model"], origin[1], origin[2])  # what the spans name
-        own = not upstream.api_key and _origin_of(request.url) == origin
-        names = self.header_names[route]
-        drop = self._drops.get((route, own))
-        if drop is None:
-            drop = self._drops[(route, own)] = _dropped(own, names)
-        if module is None:
-            module = flavour_of(request)
-        target = self._urls.get((module.__name__, route))
-        if target is None:
-            target = self._target(module, route, upstream)
-        url, host, stream = target
-        # The Host header first, as httpx puts it; Content-Length last (see below).
-        headers: list[tuple[Any, Any]] = [] if "host" in names else [host]
-        chunked = False
-        # As bytes, the way httpx holds them: none is decoded and encoded again.
-        for k, v in request.headers.raw:
-            name = k.lower()
-            if name not in drop and not name.startswith(_SWERVE_RAW):
-                headers.append((k, v))
-                chunked = chunked or name == b"transfer-encoding"
-        if upstream.api_key:
-            if upstream.wire == "anthropic":
-                headers.append(("x-api-key", upstream.api_key))
-            else:
-                headers.append(("authorization", f"Bearer {upstream.api_key}"))
-        if upstream.headers:
-            headers.extend(
-                (k, v)
-                for k, v in upstream.headers.items()
-                if not k.lower().startswith(SWERVE_PREFIX)
-            )
+        drop = way.drop_own if way.keyless and _origin_of(request.url) == origin else way.drop
+        # The Host header first, as httpx puts it; Content-Length last (see below). As bytes,
+        # the way httpx holds them: none is decoded and encoded again.
+        headers = way.lead.copy()
+        if plan.marked:  # swerve's own headers never leave
+            headers += [
+                header
+                for header, name in zip(plan.raw, plan.names, strict=True)
+                if name not in drop and not name.startswith(_SWERVE_RAW)
+            ]
+        else:  # the filter in C: no Python code runs per header
+            headers += compress(plan.raw, map(not_, map(drop.__contains__, plan.names)))
+        headers += way.tail
         extensions = dict(request.extensions)
         extensions.pop("swerve", None)
         total, read = attempt.timeout, attempt.read_timeout
         if total is not None or read is not None:
-            # The client's httpx timeouts, each cut to the attempt's limits.
+            # The client's httpx timeouts, each cut to the attempt's limits (written out:
+            # every attempt with limits comes here).
             if read is None or (total is not None and total < read):
                 read = total
             given = extensions.get("timeout")
-            base = given if isinstance(given, dict) else {}
-            cut: dict[str, float | None] = {}
-            for phase in ("connect", "read", "write", "pool"):
-                limit = read if phase == "read" else total
-                mine = base.get(phase)
-                cut[phase] = limit if mine is None else mine if limit is None else min(mine, limit)
-            extensions["timeout"] = cut
+            if not isinstance(given, dict):
+                given = {}
+            c, r, w, p = (
+                given.get("connect"),
+                given.get("read"),
+                given.get("write"),
+                given.get("pool"),
+            )
+            extensions["timeout"] = {
+                "connect": total if c is None else c if total is None or c <= total else total,
+                "read": read if r is None else r if read is None or r <= read else read,
+                "write": total if w is None else w if total is None or w <= total else total,
+                "pool": total if p is None else p if total is None or p <= total else total,
+            }
         content = json.dumps(body).encode()
         # What Request(content=...) would add, added here: given a ready stream, httpx skips
         # a second pass over every header (half the cost of building the request).
-        if not chunked and not names & _LENGTH_HEADERS:
-            headers.append(("Content-Length", str(len(content))))
+        # A client's Transfer-Encoding is kept (it is no credential): then no length either.
+        if way.sized and b"transfer-encoding" not in plan.names:
+            headers.append((b"Content-Length", str(len(content)).encode()))
         built = module.Request(
             request.method,
-            url,
+            way.url,
             headers=headers,
-            stream=stream((content,)),
+            stream=way.body((content,)),
             extensions=extensions,
         )
         built.read()  # as Request(content=...) does: .content is there for whoever reads it
         return built
 
-    def _target(self, module: Flavour, route: str, upstream: Upstream) -> _Target:
-        """``route``'s endpoint URL in ``module``'s type, its Host header and the type of a
-        request body: made once a route (parsing a URL costs more than the rest of the
-        rewrite)."""
-        url = module.URL(upstream.endpoint)
-        found = self._urls[(module.__name__, route)] = (url, (b"Host", url.netloc), _body(module))
-        return found
+    def _way(self, module: Flavour, route: str) -> _Way:
+        """What every request to ``route`` from a client of ``module``'s shares: worked out on
+        the first one (parsing a URL costs more than the rest of the rewrite)."""
+        way = self._ways[(module.__name__, route)] = _Way(
+            module, route, self.upstreams[route], self.targets[route][0]
+        )
+        return way
 
     def inner(self, request: Request, route: str | None, cache: dict[Any, Any], sync: bool) -> Any:
         """The transport that sends for ``route`` (None: a request passed through).

@@ -108,6 +108,7 @@ def fix_empty_text_cache(
     On the OpenAI wire the fix applies only when ``body["model"]`` is Claude (OpenRouter relays
     those to Anthropic, which applies its checks); other models get the body back unchanged.
     """
+    # The transport skips this call on the same test (routing._Way.fixes): keep them one.
     if not speaks_to_claude(wire, str(body.get("model") or "")):
         # _same(), written out: most bodies go to a model that has no such checks.
         return (body if isinstance(body, dict) else dict(body)), None
