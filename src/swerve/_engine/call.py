@@ -171,6 +171,9 @@ class Parked:
 class Call:
     """One logical call: its span, its attempts, and every decision between them."""
 
+    attempt: Attempt
+    """The current attempt (set when it begins)."""
+
     def __init__(
         self,
         wiring: Wiring,
@@ -219,7 +222,7 @@ class Call:
         self.current = requested  # until start() has walked the chain
         self.served: Route | None = None
         # Per-attempt state, reset by begin().
-        self.attempt = Attempt(self.current, requested)
+        # self.attempt: set by begin() (an attempt is only made when one begins).
         self.attempt_span: Span = self.span
         self.attempt_context = self.context  # the attempt span's, current while fn runs
         self.probe = False
@@ -787,10 +790,15 @@ class Call:
             self.requested.name,
             self.time.in_call(),
             error_type=failure.error_type,
-            inference=(self.wiring.operation, self.attempt, self.nested),
+            # A call that ended before its first attempt began: the one it would have made.
+            inference=(self.wiring.operation, self._attempt_or_first(), self.nested),
             context=self.context,
         )
         _annotate(exc, self.requested, self.records)
+
+    def _attempt_or_first(self) -> Attempt:
+        attempt: Attempt | None = getattr(self, "attempt", None)
+        return attempt if attempt is not None else Attempt(self.current, self.requested)
 
     def result(self, value: T) -> Result[T]:
         served = self.served or self.current

@@ -433,23 +433,25 @@ class Telemetry:
         the span is the caller's, recording nothing (what the no-op tracer's spans are), and
         the context None: nothing is attached, the caller's context stays current."""
         parent = trace.get_current_span()
-        # Inside another instrumentation's LLM span: OpenInference marks one with
-        # openinference.span.kind, the GenAI conventions (OpenLLMetry, the SDKs' own
-        # instrumentations) with an inference gen_ai.operation.name. A span whose attributes
-        # cannot be read (not an SDK span) is not one.
-        given = getattr(parent, "attributes", None)
-        nested = get_value(_IN_LLM_SPAN) is True or (
-            given is not None
-            and (
-                given.get("openinference.span.kind") == "LLM"
-                or given.get(n.GEN_AI_OPERATION_NAME) in _INFERENCE
-            )
-        )
         # tracing(), written out
         if self._proxy:
             traced = not isinstance(trace.get_tracer_provider(), _NO_TRACING)
         else:
             traced = self._traced
+        # Inside another instrumentation's LLM span: OpenInference marks one with
+        # openinference.span.kind, the GenAI conventions (OpenLLMetry, the SDKs' own
+        # instrumentations) with an inference gen_ai.operation.name. A span whose attributes
+        # cannot be read (not an SDK span) is not one. Only spans and measurements read it.
+        nested = False
+        if traced or self.metering():
+            given = getattr(parent, "attributes", None)
+            nested = get_value(_IN_LLM_SPAN) is True or (
+                given is not None
+                and (
+                    given.get("openinference.span.kind") == "LLM"
+                    or given.get(n.GEN_AI_OPERATION_NAME) in _INFERENCE
+                )
+            )
         if not traced:
             if not isinstance(parent, NonRecordingSpan):
                 parent = NonRecordingSpan(parent.get_span_context())
