@@ -316,6 +316,16 @@ class Call:
             return learned.ceiling_s
         return min(max(p99 * learned.multiplier, learned.floor_s), learned.ceiling_s)
 
+    def _learned_hit(self, exc: BaseException) -> bool:
+        """Whether ``exc`` is the current attempt running out of a first-token limit learned
+        from its route (``first_token_timeout_s="adaptive"``)."""
+        return (
+            self.derived.adaptive
+            and isinstance(exc, AttemptTimeout)
+            and exc.limit == "first_token"
+            and self.time.first_token_s is not None
+        )
+
     def admit(self) -> Steps[None]:
         """Ask the breaker; raises :class:`CircuitOpenError` (a failure like any other) if not."""
         time = self.time
@@ -509,7 +519,11 @@ class Call:
             "rejected" if isinstance(exc, CircuitOpenError) else "failure"
         )
         self._end_attempt(outcome, failure)
-        if qualifying and failure.kind is not FailureKind.BREAKER_OPEN:
+        if (
+            qualifying
+            and failure.kind is not FailureKind.BREAKER_OPEN
+            and not self._learned_hit(exc)
+        ):
             self._cool_down(failure)
         elif self.probing == parked.current.name:
             self._release_probe()
@@ -585,12 +599,8 @@ class Call:
         """
         failure = self.classify(exc)
         config = self.config
-        if (
-            self.derived.adaptive
-            and isinstance(exc, AttemptTimeout)
-            and exc.limit == "first_token"
-            and self.time.first_token_s is not None
-        ):
+        if learned := self._learned_hit(exc):
+            assert self.time.first_token_s is not None
             self.telemetry.emit(
                 LearnedLimitHit(self.current.name, self.time.first_token_s, self.learned_p99),
                 self.span,
@@ -623,7 +633,15 @@ class Call:
         )
         # A breaker that refused the attempt already keeps calls off the route; a timeout of a
         # starved process says nothing about it (the call still moves on: its time is going).
-        blame = qualifying and failure.kind is not FailureKind.BREAKER_OPEN and not starved
+        # A first token later than the route's learned limit fails that attempt over; one slow
+        # answer is not an outage, so the route is not cooled down for it (its breaker still
+        # counts it: a route that is always that slow opens it).
+        blame = (
+            qualifying
+            and failure.kind is not FailureKind.BREAKER_OPEN
+            and not starved
+            and not learned
+        )
         try:
             decision = yield from self._choose(
                 lambda degraded: policy.decide(

@@ -223,9 +223,10 @@ class LearnedConfig(CheckedModel):
     but healthy answers)."""
     ceiling_s: PosFloat = 60.0
     """The adaptive limit is never longer; it is the limit until a route has ``min_samples``."""
-    hedge_budget: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False, strict=True)] = 0.05
+    hedge_budget: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False, strict=True)] = 0.1
     """The share of a route's stream calls that may hedge, in any minute (per process): a slow
-    provider cannot double the spend."""
+    provider cannot double the spend. Room for ``hedge_after="p95"``, which by definition
+    hedges about 5 % of healthy calls, and the slow tail beside them."""
 
     @model_validator(mode="after")
     def _bounds(self) -> Self:
