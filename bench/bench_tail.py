@@ -244,14 +244,14 @@ def main() -> None:
         f"calls; seed {args.seed}; {round(args.calls * TAIL_SHARE)} primary first tokens "
         f"after {TAIL_S[0]:g}-{TAIL_S[1]:g} s"
     )
-    header = f"{'mode':<9}{'p50':>8}{'p99':>8}{'p99.9':>8}{'max':>8}{'extra':>7}{'fallback':>9}"
+    header = f"{'mode':<12}{'p50':>8}{'p99':>8}{'p99.9':>8}{'max':>8}{'extra':>7}{'fallback':>9}"
     print(f"{header}{'took':>8}{'cpu':>6}")
     for mode in modes:
         with fake_provider(delays) as served:
             r = asyncio.run(bench_mode(mode, served, args.calls, args.concurrency))
         figures = "".join(f"{rank(r.ttft, q):8.2f}" for q in (0.5, 0.99, 0.999))
         print(
-            f"{r.mode:<9}{figures}{r.ttft[-1]:8.2f}{r.extra:7d}{r.fallback:9d}{r.took:7.1f}s"
+            f"{r.mode:<12}{figures}{r.ttft[-1]:8.2f}{r.extra:7d}{r.fallback:9d}{r.took:7.1f}s"
             f"{r.cpu:6.1f}s",
             flush=True,
         )
