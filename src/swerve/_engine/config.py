@@ -320,13 +320,18 @@ class FallbackConfig(CheckedModel):
         if (
             isinstance(value, int | float)
             and not isinstance(value, bool)
+            and 0 < value <= MAX_SECONDS  # first: a huge JSON integer is no float
             and math.isfinite(value)
-            and 0 < value <= MAX_SECONDS
         ):
             return value
         shown = " or ".join(repr(w) for w in words)
+        # Bounded: a JSON integer may have thousands of digits, a string any length.
+        if isinstance(value, int) and not -(10**9) < value < 10**9:
+            given = "(a huge number)"
+        else:
+            given = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:37]}..."
         raise ValueError(
-            f"{value!r} is neither a number of seconds in (0, {MAX_SECONDS:g}] nor {shown}"
+            f"{given} is neither a number of seconds in (0, {MAX_SECONDS:g}] nor {shown}"
         )
 
     @field_validator("fallbacks")
