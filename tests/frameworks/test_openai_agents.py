@@ -34,10 +34,8 @@ from swerve._telemetry import names as n
 from swerve.httpx import AsyncFailoverTransport, Upstream
 from swerve.testing import FakeClock, FakeProvider, Fault, Reply, TelemetryRecorder, ToolCall
 
-PRIMARY, FALLBACK = "primary/gpt-5-mini", "fallback/gpt-5-mini"
-MODEL = "gpt-5-mini"  # both upstreams' name for it
-QUESTION = "Weather in Oslo?"
-ANSWER = "It is sunny in Oslo."
+from ._agents import ANSWER, FALLBACK, MODEL, PRIMARY, QUESTION
+
 NO_TRACES = RunConfig(tracing_disabled=True)
 
 # How the primary fails, and how many requests it gets for it: a 503 and an error inside a 200

@@ -31,10 +31,7 @@ from swerve._telemetry import names as n
 from swerve.httpx import FailoverTransport, Upstream
 from swerve.testing import FakeClock, FakeProvider, Fault, Reply, TelemetryRecorder, ToolCall
 
-PRIMARY, FALLBACK = "primary/gpt-5-mini", "fallback/gpt-5-mini"
-MODEL = "gpt-5-mini"  # both upstreams' name for it
-QUESTION = "Weather in Oslo?"
-ANSWER = "It is sunny in Oslo."
+from ._agents import ANSWER, FALLBACK, MODEL, PRIMARY, QUESTION
 
 # How the primary fails, and how many requests it gets for it: a 503 and an error inside a 200
 # stream are retried twice (the backoffs on the fake clock) before the swap; a hang is a timeout,
