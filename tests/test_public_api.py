@@ -3,6 +3,7 @@ every public name is documented, and a store written against public names serves
 
 from __future__ import annotations
 
+import logging
 import ast
 import asyncio
 import re
@@ -250,3 +251,17 @@ def test_a_failed_probe_grows_the_cooldown_in_that_store() -> None:
     clock.advance(10.0)
     assert failover.call("primary/m", up.answer).value == "from backup/m"  # the probe failed
     assert store.cooling["primary/m"] == (clock.now + 20.0, 1)
+
+
+def test_a_store_without_learned_latency_serves_and_says_what_it_cannot_learn(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The learned-latency methods are optional: a store without them serves every call, and a
+    # config that reads them says once that its adaptive limit and quantile hedges do nothing.
+    store, clock, up = DictHealth(), FakeClock(), Upstream()
+    config = CONFIG.model_copy(update={"hedge_after": "p95"})
+    failover = Failover(config, health=store, clock=clock)
+    with caplog.at_level(logging.WARNING, logger="swerve"):
+        _through_an_outage(failover.call, store, clock, up)
+    (warning,) = [r for r in caplog.records if "learned latency" in r.getMessage()]
+    assert "DictHealth keeps no learned latency" in warning.getMessage()

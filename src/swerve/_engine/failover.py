@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import logging
 import os
 import threading
 from collections.abc import AsyncIterable, Awaitable, Callable, Iterable
 from functools import partial
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from .._failures import Classifier, Classifiers
 from .._health.store import HealthStore, MemoryHealth
 from .._telemetry.telemetry import Telemetry, default_telemetry
-from .call import Call, Derived, Wiring
+from .call import Call, Derived, Latency, Wiring
 from .clock import SYSTEM_CLOCK, Clock
 from .config import DEFAULT_ENV_VAR, EnvConfig, FallbackConfig
 from .hedging import HedgeBudget
@@ -32,6 +33,7 @@ __all__ = ["HEALTH_PREFIX_VAR", "HEALTH_URL_VAR", "Failover", "default_health"]
 
 T = TypeVar("T")
 C = TypeVar("C")
+_log = logging.getLogger("swerve")
 # Parsed routes kept for reuse. Routes are few in practice; a caller that sends a new name per
 # call (a model id from user input) must not grow this without bound, so past it the cache
 # starts over (the hot routes are back in it after one call each).
@@ -44,6 +46,10 @@ HEALTH_URL_VAR = "SWERVE_HEALTH_URL"
 HEALTH_PREFIX_VAR = "SWERVE_HEALTH_PREFIX"
 _SHARED: dict[str, HealthStore] = {}
 _SHARED_LOCK = threading.Lock()
+
+
+def _learns_latency(health: object) -> bool:
+    return hasattr(health, "observe_first_chunk") and hasattr(health, "first_chunk_quantile")
 
 
 def default_health() -> HealthStore:
@@ -188,7 +194,7 @@ class Failover:
             # The in-process store answers at once, sync or async: its calls need no driver.
             waitless=type(health) is MemoryHealth,
             # A store that learns its routes' latency (optional in the store protocol).
-            latency=health if hasattr(health, "first_chunk_quantile") else None,  # type: ignore[arg-type]
+            latency=cast(Latency, health) if _learns_latency(health) else None,
             hedges=HedgeBudget(),
         )
         if config is not None:  # a shared store learns the config's bounds now, no waiting
@@ -260,6 +266,7 @@ class Failover:
         if derived is None or derived[0] is not config:
             # The pinned copy differs only in its map: what is derived holds for both.
             derived = self._derived = (config, Derived(config))
+            self._learns(config)
         if not derived[1].enabled:
             return None
         if pin:
@@ -268,6 +275,19 @@ class Failover:
         if config is not self._ready_for:
             self._ready(config, wait)
         return Call(self._wiring, config, requested, stream=stream, pinned=pin, derived=derived[1])
+
+    def _learns(self, config: FallbackConfig) -> None:
+        """Say so, once per config, when the config reads learned latency from a store that
+        keeps none (a store of the user's without the optional methods): its adaptive limit
+        stays at the ceiling and a quantile hedge never starts."""
+        learned = config.first_token_timeout_s == "adaptive" or isinstance(config.hedge_after, str)
+        if learned and self._wiring.latency is None:
+            _log.warning(
+                "%s keeps no learned latency (observe_first_chunk, first_chunk_quantile): "
+                'first_token_timeout_s="adaptive" stays at learned.ceiling_s and hedge_after '
+                "by quantile never hedges",
+                type(self._wiring.health).__name__,
+            )
 
     def _ready(self, config: FallbackConfig, wait: bool) -> None:
         """A shared store (``RedisHealth.ready``) learns the config's bounds, and gets a short,
