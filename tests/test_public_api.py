@@ -3,9 +3,9 @@ every public name is documented, and a store written against public names serves
 
 from __future__ import annotations
 
-import logging
 import ast
 import asyncio
+import logging
 import re
 from collections.abc import Container
 from pathlib import Path
