@@ -258,7 +258,7 @@ class _StreamBase(Generic[C]):
                     del parked[lane]
                 raise
             if got is HEDGE_DUE:
-                due = None  # one hedge a call
+                due = None  # one hedge an attempt
                 hedged = run.hedge(after)
                 if hedged is None:
                     continue
