@@ -197,9 +197,12 @@ class Call:
         # Untraced, the call makes no span and leaves the caller's context current: its
         # attempts hold its span (the caller's, recording nothing) and attach nothing.
         # nested: another instrumentation's LLM span holds the call (it counts the tokens).
-        self.span, self.context, self.nested = self.telemetry.start_call(
+        # metered: whether its measurements go anywhere (its ends are told, not asked again).
+        self.span, self.context, self.nested, self.metered = self.telemetry.start_call(
             wiring.operation, requested.name, requested.provider, requested.model, stream
         )
+        # Whether the wire's facts (usage, the model that answered) go anywhere.
+        self.observed = self.context is not None or self.metered
         # Traced: the model the call asked for on the wire (its first attempt's there).
         self.asked: str | None = None
         self.stream = stream
@@ -284,6 +287,7 @@ class Call:
             read,
             limited=self.limited,
             time=self.time,
+            observed=self.observed,
         )
         route = self.current
         if self.context is None:  # untraced: the call's span stands for it
@@ -369,7 +373,7 @@ class Call:
             )
         )
         self.telemetry.end_attempt(
-            self.attempt_span, route, self.attempt, outcome, failure, duration
+            self.attempt_span, route, self.attempt, outcome, failure, duration, self.metered
         )
         return now
 
@@ -788,6 +792,7 @@ class Call:
             added=added,
             inference=(self.wiring.operation, self.attempt, self.nested),
             context=self.context,
+            metered=self.metered,
         )
         # result(), written out
         return Result(value, served, self.requested, tuple(records), tuple(self.skipped))
@@ -811,6 +816,7 @@ class Call:
             # A call that ended before its first attempt began: the one it would have made.
             inference=(self.wiring.operation, self._attempt_or_first(), self.nested),
             context=self.context,
+            metered=self.metered,
         )
         _annotate(exc, self.requested, self.records)
 

@@ -63,6 +63,7 @@ class Attempt:
         "_limited",
         "_output_tokens",
         "number",
+        "observed",
         "read_timeout",
         "request_model",
         "requested",
@@ -88,6 +89,7 @@ class Attempt:
         *,
         limited: bool = True,
         time: CallTime | None = None,
+        observed: bool = True,
     ) -> None:
         self.route = route
         self.requested = requested
@@ -98,6 +100,10 @@ class Attempt:
         self.read_timeout = read_timeout
         self._limited = limited
         self.time = time
+        self.observed = observed
+        """Whether what the attempt is told (:meth:`report_usage`, :meth:`report_response`)
+        goes anywhere: a span or a measurement reads it. An adapter may skip reading what
+        nobody reads (a call with neither a tracer nor a meter provider)."""
         self._effects: list[str] = []
         self._input_tokens: int | None = None
         self._output_tokens: int | None = None

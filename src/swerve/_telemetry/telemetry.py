@@ -333,6 +333,7 @@ class Telemetry:
         added: float | None = None,
         inference: tuple[str, Attempt, bool] | None = None,
         context: Context | None = None,
+        metered: bool = True,
     ) -> None:
         """A call ended, served (``served``) or failed (``error_type``): its duration and, when
         failover happened, the latency it added. ``inference``: the GenAI operation, the
@@ -340,8 +341,8 @@ class Telemetry:
         holds the call (it records the GenAI client metrics then); a served call's tokens and
         their cost count for its route. ``context``: the
         call span's, so a backend that keeps exemplars links each duration to its trace."""
-        if (self._meter_proxy and not self.metering()) or not self._metered:
-            return  # metering(), written out: every call ends here
+        if not metered or (self._meter_proxy and not self.metering()) or not self._metered:
+            return  # ``metered``: what start_call said of this call's measurements
         attrs: dict[str, AttributeValue] = {n.ROUTE_REQUESTED: requested}
         if served is not None:
             attrs[n.ROUTE_SERVED] = served
@@ -426,12 +427,14 @@ class Telemetry:
 
     def start_call(
         self, operation: str, requested: str, provider: str, model: str, stream: bool
-    ) -> tuple[Span, Context | None, bool]:
+    ) -> tuple[Span, Context | None, bool, bool]:
         """The call's span, the GenAI inference span of the call as its caller sees it; the
         context its attempts run in; and whether the call runs inside another
         instrumentation's LLM span. Untraced (see :meth:`tracing`)
         the span is the caller's, recording nothing (what the no-op tracer's spans are), and
-        the context None: nothing is attached, the caller's context stays current."""
+        the context None: nothing is attached, the caller's context stays current. Last,
+        whether the call's measurements go anywhere (:meth:`metering`, asked once a call: its
+        ends are told, ``metered=``)."""
         parent = trace.get_current_span()
         # tracing(), written out
         if self._proxy:
@@ -443,7 +446,8 @@ class Telemetry:
         # instrumentations) with an inference gen_ai.operation.name. A span whose attributes
         # cannot be read (not an SDK span) is not one. Only spans and measurements read it.
         nested = False
-        if traced or self.metering():
+        metered = self.metering()
+        if traced or metered:
             given = getattr(parent, "attributes", None)
             nested = get_value(_IN_LLM_SPAN) is True or (
                 given is not None
@@ -455,7 +459,7 @@ class Telemetry:
         if not traced:
             if not isinstance(parent, NonRecordingSpan):
                 parent = NonRecordingSpan(parent.get_span_context())
-            return parent, None, nested
+            return parent, None, nested, metered
         attributes: dict[str, AttributeValue] = {
             n.GEN_AI_OPERATION_NAME: operation,
             n.GEN_AI_PROVIDER_NAME: provider,
@@ -469,7 +473,7 @@ class Telemetry:
             kind=SpanKind.CLIENT,
             attributes=attributes,
         )
-        return span, trace.set_span_in_context(span), nested
+        return span, trace.set_span_in_context(span), nested, metered
 
     def answered(
         self, span: Span, operation: str, named: str, asked: str, attempt: Attempt, nested: bool
@@ -542,6 +546,7 @@ class Telemetry:
         outcome: str,
         failure: Failure | None,
         duration: float,
+        metered: bool = True,
     ) -> None:
         """End an attempt's span (its outcome, its failure, and what the wire said: the model
         asked for and the one that answered, the response id, the server, the usage) and count
@@ -579,7 +584,7 @@ class Telemetry:
             span.set_attributes(attrs)
         span.end()
         # metering() and attempt_ended(), written out: every attempt ends here.
-        if (self._meter_proxy and not self.metering()) or not self._metered:
+        if not metered or (self._meter_proxy and not self.metering()) or not self._metered:
             return
         counted: dict[str, AttributeValue] = {n.ROUTE: route, n.ATTEMPT_OUTCOME: outcome}
         if failure is not None:

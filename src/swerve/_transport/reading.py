@@ -335,7 +335,7 @@ class Receiving:
                 if replay[2] != body:  # an echoed secret: the engine reads the redacted error
                     data = json.loads(replay[2])
                 raise _ErrorInBody(data, route, replay)
-            if isinstance(data, dict):
+            if isinstance(data, dict) and attempt.observed:  # else nothing reads them
                 if usage := _usage(self.routing.upstreams[route].wire, data):
                     attempt.report_usage(*usage)
                 # _answered(), written out: every healthy body comes here.
