@@ -43,6 +43,7 @@ from .upstream import (
     Upstream,
     UpstreamStatusError,
     Wire,
+    loads_body,
 )
 
 if TYPE_CHECKING:
@@ -325,7 +326,7 @@ class Receiving:
         json_body = b"json" in content_type
         if json_body or b'"error"' in body:
             try:
-                data = json.loads(body)
+                data = loads_body(body)
             except (ValueError, RecursionError):
                 if json_body:
                     raise _Malformed(route, _replay(secrets, response, body)) from None

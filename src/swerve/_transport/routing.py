@@ -36,6 +36,7 @@ from .upstream import (
     Upstream,
     check_chains,
     claim_routes,
+    loads_body,
 )
 
 # What a client may authenticate itself with: meant for the host it addressed, so never sent to
@@ -237,7 +238,7 @@ class Routing:
             # it here would consume it. It is sent on as it comes.
             return None
         try:
-            body = json.loads(content)
+            body = loads_body(content)
         except (ValueError, RecursionError) as exc:
             if not pinned and not self._endpoint_match(request):
                 return None
