@@ -32,14 +32,14 @@ SWERVE_PREFIX = "x-swerve-"
 
 
 def loads_body(body: bytes) -> Any:
-    """``json.loads(body)``, with UTF-8 decoded in C first: nearly every body is, and
-    ``json.loads`` on bytes works out the encoding in Python on every call. A body that may be
-    UTF-16 or -32 (a NUL in its first four bytes), opens with a BOM or is not strict UTF-8
-    goes through ``json.loads``'s own detection, as before; the result is the same either way."""
-    if 0 in body[:4] or body[:3] == b"\xef\xbb\xbf":
+    """``json.loads(body)``, with UTF-8 (a BOM allowed) decoded in C first: nearly every body
+    is, and ``json.loads`` on bytes works out the encoding in Python on every call. A body
+    that may be UTF-16 or -32 (a NUL in its first four bytes) or is not strict UTF-8 goes
+    through ``json.loads``'s own detection, as before; the result is the same either way."""
+    if 0 in body[:4]:
         return json.loads(body)
     try:
-        text = body.decode()  # the C codec ("utf-8-sig" is Python code)
+        text = body.decode("utf-8-sig")
     except UnicodeDecodeError:
         return json.loads(body)
     return json.loads(text)
