@@ -132,7 +132,9 @@ def test_100k_distinct_routes_leave_bounded_health_series_and_memory(
         if names.ERROR_TYPE in attrs
     }
     assert len(error_types) <= bounded.ERROR_TYPE_LIMIT + 1
-    assert collect_s < 1.0 and snapshot_s < 1.0
+    # A guard against a walk that grows with the 100k inputs, not a speed figure: both take
+    # well under a second, and a loaded machine must not fail them at a second.
+    assert collect_s < 10.0 and snapshot_s < 10.0, (collect_s, snapshot_s)
     grown, second = rss_after - rss_before, rss_after - rss_mid
     # The first half pays for the structures at their bounds (and the allocator's arenas);
     # the second half of never-seen routes must not grow RSS much further.

@@ -120,8 +120,15 @@ def test_a_forged_message_is_logged_escaped(
     _publish(raw, {"op": "drain", "route": route, "until": clock.now + WEEK})
     _barrier(peer, store)
     assert _degraded_until(store, route) is None
-    lines = [r.getMessage() for r in caplog.records if "unbacked" in r.getMessage()]
-    assert len(lines) == 2  # one line in each store that read it: this one and the peer
+
+    def logged() -> list[str]:
+        return [r.getMessage() for r in caplog.records if "unbacked" in r.getMessage()]
+
+    # One line in each store that read it: this one and the peer. The barrier says this store
+    # read it; the peer's reader, which published the barrier itself, may still be on its way.
+    wait_for("the peer's line", lambda: len(logged()) == 2, 10, poll=0.01)
+    lines = logged()
+    assert len(lines) == 2
     assert all(line.isascii() and "\\xf6" in line and "drain" in line for line in lines)
 
 
