@@ -12,7 +12,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from swerve._transport.upstream import loads_body
 from swerve._wire.payloads import (
     CacheFix,
     Downgrade,
@@ -912,32 +911,3 @@ def test_a_message_without_a_readable_role_is_left_as_sent() -> None:
     body = {"model": "claude-x", "messages": [message]}
     out, report = fix_empty_text_cache(body, "anthropic")
     assert out == body and report is None
-
-
-@given(
-    st.one_of(
-        st.binary(max_size=64),
-        st.recursive(
-            st.none() | st.booleans() | st.integers() | st.text(max_size=8),
-            lambda inner: (
-                st.lists(inner, max_size=3)
-                | st.dictionaries(st.text(max_size=4), inner, max_size=3)
-            ),
-            max_leaves=8,
-        ).flatmap(
-            lambda value: st.sampled_from(
-                ["utf-8", "utf-8-sig", "utf-16", "utf-16-le", "utf-16-be", "utf-32", "utf-32-le"]
-            ).map(lambda codec: json.dumps(value, ensure_ascii=False).encode(codec))
-        ),
-    )
-)
-def test_a_body_reads_as_json_loads_reads_it(body: bytes) -> None:
-    # The transport decodes UTF-8 bodies itself (json.loads works out the encoding in Python on
-    # every call): whatever the bytes, the same value, or the same kind of error.
-    def read(loads: Any) -> object:
-        try:
-            return loads(body)
-        except (ValueError, RecursionError) as exc:
-            return type(exc)
-
-    assert read(loads_body) == read(json.loads)

@@ -43,7 +43,6 @@ from .upstream import (
     Upstream,
     UpstreamStatusError,
     Wire,
-    loads_body,
 )
 
 if TYPE_CHECKING:
@@ -326,7 +325,7 @@ class Receiving:
         json_body = b"json" in content_type
         if json_body or b'"error"' in body:
             try:
-                data = loads_body(body)
+                data = json.loads(body)
             except (ValueError, RecursionError):
                 if json_body:
                     raise _Malformed(route, _replay(secrets, response, body)) from None

@@ -36,7 +36,6 @@ from .upstream import (
     Upstream,
     check_chains,
     claim_routes,
-    loads_body,
 )
 
 # What a client may authenticate itself with: meant for the host it addressed, so never sent to
@@ -238,7 +237,7 @@ class Routing:
             # it here would consume it. It is sent on as it comes.
             return None
         try:
-            body = loads_body(content)
+            body = json.loads(content)
         except (ValueError, RecursionError) as exc:
             if not pinned and not self._endpoint_match(request):
                 return None

@@ -31,20 +31,6 @@ SWERVE_PREFIX = "x-swerve-"
 """Every header of this prefix is swerve's: never sent to a provider, never taken from one."""
 
 
-def loads_body(body: bytes) -> Any:
-    """``json.loads(body)``, with UTF-8 (a BOM allowed) decoded in C first: nearly every body
-    is, and ``json.loads`` on bytes works out the encoding in Python on every call. A body
-    that may be UTF-16 or -32 (a NUL in its first four bytes) or is not strict UTF-8 goes
-    through ``json.loads``'s own detection, as before; the result is the same either way."""
-    if 0 in body[:4]:
-        return json.loads(body)
-    try:
-        text = body.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        return json.loads(body)
-    return json.loads(text)
-
-
 def check_chains(config: FallbackConfig | None, wires: Mapping[str, str]) -> None:
     """Refuse every route a call could start on or swap to that ``wires`` (route -> wire)
     cannot serve: no upstream, or another wire (swerve does not translate between wires)."""
