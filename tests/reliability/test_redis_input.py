@@ -317,7 +317,13 @@ def test_a_late_joiner_adopts_the_fleets_half_open_breaker(
     clock.advance(2)  # past open_s: the fleet's breaker is half-open
     fake.set_fault("primary", Fault.hang())  # the route is still dead
     late = stores()  # starts now
-    assert any(h.breaker is BreakerState.HALF_OPEN for h in late.health.snapshot(clock.now))
+    # Its first read adopts the fleet's breaker; under load that read may end just after the
+    # store says it shares, so it is waited for (bounded), not assumed.
+    wait_for(
+        "the late joiner's half-open breaker",
+        lambda: any(h.breaker is BreakerState.HALF_OPEN for h in late.health.snapshot(clock.now)),
+        10,
+    )
     config = FallbackConfig(fallbacks={P: F}, max_retries=0, attempt_timeout_s=1, breaker=BREAKER)
     fo = Failover(config, late.health, clock=clock)
     try:
