@@ -31,10 +31,10 @@ from pydantic import BaseModel
 
 from swerve import Failover, FallbackConfig, MemoryHealth
 from swerve._telemetry import names as n
-from swerve.httpx import AsyncFailoverTransport, Upstream
+from swerve.httpx import AsyncFailoverTransport
 from swerve.testing import FakeClock, FakeProvider, Fault, Reply, TelemetryRecorder, ToolCall
 
-from ._agents import ANSWER, FALLBACK, MODEL, PRIMARY, QUESTION
+from ._agents import ANSWER, FALLBACK, MODEL, PRIMARY, QUESTION, upstreams
 
 NO_TRACES = RunConfig(tracing_disabled=True)
 
@@ -75,18 +75,12 @@ def _client(
     failover = Failover(
         config, health=MemoryHealth(clock=clock), telemetry=otel.telemetry, clock=clock
     )
-    upstreams = {
-        route: Upstream(
-            f"{fake.url(route.split('/')[0])}/v1", api_key="sk-agents-0123456789", model=MODEL
-        )
-        for route in (PRIMARY, FALLBACK)
-    }
     return openai.AsyncOpenAI(
         base_url="http://swerve.invalid/v1",
         api_key="unused",
         max_retries=0,  # swerve retries; two retry loops multiply
         http_client=httpx2.AsyncClient(
-            transport=AsyncFailoverTransport(upstreams=upstreams, failover=failover)
+            transport=AsyncFailoverTransport(upstreams(fake), failover=failover)
         ),
     )
 

@@ -28,10 +28,10 @@ from smolagents import (
 
 from swerve import Failover, FallbackConfig, MemoryHealth
 from swerve._telemetry import names as n
-from swerve.httpx import FailoverTransport, Upstream
+from swerve.httpx import FailoverTransport
 from swerve.testing import FakeClock, FakeProvider, Fault, Reply, TelemetryRecorder, ToolCall
 
-from ._agents import ANSWER, FALLBACK, MODEL, PRIMARY, QUESTION
+from ._agents import ANSWER, FALLBACK, MODEL, PRIMARY, QUESTION, upstreams
 
 # How the primary fails, and how many requests it gets for it: a 503 and an error inside a 200
 # stream are retried twice (the backoffs on the fake clock) before the swap; a hang is a timeout,
@@ -65,19 +65,11 @@ def client(
     failover = Failover(
         config, health=MemoryHealth(clock=clock), telemetry=otel.telemetry, clock=clock
     )
-    upstreams = {
-        route: Upstream(
-            f"{fake.url(route.split('/')[0])}/v1", api_key="sk-smol-0123456789", model=MODEL
-        )
-        for route in (PRIMARY, FALLBACK)
-    }
     sdk = openai.OpenAI(
         base_url="http://swerve.invalid/v1",
         api_key="unused",
         max_retries=0,  # swerve retries; two retry loops multiply
-        http_client=httpx2.Client(
-            transport=FailoverTransport(upstreams=upstreams, failover=failover)
-        ),
+        http_client=httpx2.Client(transport=FailoverTransport(upstreams(fake), failover=failover)),
     )
     yield sdk
     sdk.close()

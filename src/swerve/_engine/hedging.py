@@ -26,39 +26,31 @@ class HedgeBudget:
         # route -> per slot: [slot number, calls, hedges]
         self._routes: dict[str, list[list[float]]] = {}
 
-    def _slots(self, route: str, now: float) -> list[list[float]]:
+    def _live(self, route: str, now: float) -> tuple[list[list[float]], list[float]]:
+        """``route``'s slots of the last window, and the one ``now`` counts in (slots of a
+        minute ago start over when they come round). Call with the lock held."""
+        number = math.floor(now / self._slot_s) if math.isfinite(now) else 0
         slots = self._routes.pop(route, None)  # re-added last: the most recently seen
         if slots is None:
             slots = [[-math.inf, 0, 0] for _ in range(_SLOTS)]
             if len(self._routes) >= _MAX_ROUTES:
                 del self._routes[next(iter(self._routes))]
         self._routes[route] = slots
-        number = math.floor(now / self._slot_s) if math.isfinite(now) else 0
-        slot = slots[number % _SLOTS]
-        if slot[0] != number:  # a slot of a minute ago: it starts over
-            slot[:] = [number, 0, 0]
-        return slots
-
-    def _totals(self, slots: list[list[float]], now: float) -> tuple[float, float]:
-        number = math.floor(now / self._slot_s) if math.isfinite(now) else 0
-        live = [s for s in slots if number - _SLOTS < s[0] <= number]
-        return sum(s[1] for s in live), sum(s[2] for s in live)
+        current = slots[number % _SLOTS]
+        if current[0] != number:
+            current[:] = [number, 0, 0]
+        return [s for s in slots if number - _SLOTS < s[0] <= number], current
 
     def called(self, route: str, now: float) -> None:
         """A stream call that could hedge began on ``route`` at ``now`` (wall clock)."""
         with self._lock:
-            slots = self._slots(route, now)
-            slots[self._index(now)][1] += 1
+            self._live(route, now)[1][1] += 1
 
     def take(self, route: str, now: float, share: float) -> bool:
         """Whether a call on ``route`` may hedge now; if so, the hedge is counted."""
         with self._lock:
-            slots = self._slots(route, now)
-            calls, hedges = self._totals(slots, now)
-            if hedges + 1 > share * calls:
+            live, current = self._live(route, now)
+            if sum(s[2] for s in live) + 1 > share * sum(s[1] for s in live):
                 return False
-            slots[self._index(now)][2] += 1
+            current[2] += 1
             return True
-
-    def _index(self, now: float) -> int:
-        return (math.floor(now / self._slot_s) if math.isfinite(now) else 0) % _SLOTS

@@ -341,8 +341,8 @@ class Telemetry:
         holds the call (it records the GenAI client metrics then); a served call's tokens and
         their cost count for its route. ``context``: the
         call span's, so a backend that keeps exemplars links each duration to its trace."""
-        if not metered or (self._meter_proxy and not self.metering()) or not self._metered:
-            return  # ``metered``: what start_call said of this call's measurements
+        if not metered:
+            return  # what start_call said of this call's measurements (metering())
         attrs: dict[str, AttributeValue] = {n.ROUTE_REQUESTED: requested}
         if served is not None:
             attrs[n.ROUTE_SERVED] = served
@@ -583,8 +583,8 @@ class Telemetry:
                 attrs[n.GEN_AI_RESPONSE_FINISH_REASONS] = reasons
             span.set_attributes(attrs)
         span.end()
-        # metering() and attempt_ended(), written out: every attempt ends here.
-        if not metered or (self._meter_proxy and not self.metering()) or not self._metered:
+        # attempt_ended(), written out: every attempt ends here (``metered``: start_call's word).
+        if not metered:
             return
         counted: dict[str, AttributeValue] = {n.ROUTE: route, n.ATTEMPT_OUTCOME: outcome}
         if failure is not None:
