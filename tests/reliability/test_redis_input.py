@@ -324,7 +324,9 @@ def test_a_late_joiner_adopts_the_fleets_half_open_breaker(
         lambda: any(h.breaker is BreakerState.HALF_OPEN for h in late.health.snapshot(clock.now)),
         10,
     )
-    config = FallbackConfig(fallbacks={P: F}, max_retries=0, attempt_timeout_s=1, breaker=BREAKER)
+    # The limit ends the one probe of the hanging route; it leaves the fallback room to answer
+    # 20 calls at once on a loaded two-core machine (at 1 s, one of them once ran out).
+    config = FallbackConfig(fallbacks={P: F}, max_retries=0, attempt_timeout_s=3, breaker=BREAKER)
     fo = Failover(config, late.health, clock=clock)
     try:
         if mode == "sync":
