@@ -172,8 +172,13 @@ class FailoverTransport(_Transport, httpx.BaseTransport):
                         yield rx.last(response, content)
                         return
                     for data in rx.reads(response):
-                        yield from rx.events(data)
-                    yield from rx.end()
+                        batch, error = rx.batch(data)
+                        if batch:
+                            yield batch
+                        if error is not None:
+                            raise error
+                    if last := rx.end():
+                        yield last
                 finally:
                     response.close()
             except Exception as exc:
@@ -268,10 +273,13 @@ class AsyncFailoverTransport(_Transport, httpx.AsyncBaseTransport):
                         yield rx.last(response, await self._read(rx, response))
                         return
                     async for data in rx.reads(response):
-                        for event in rx.events(data):
-                            yield event
-                    for event in rx.end():
-                        yield event
+                        batch, error = rx.batch(data)
+                        if batch:
+                            yield batch
+                        if error is not None:
+                            raise error
+                    if last := rx.end():
+                        yield last
                 finally:
                     await response.aclose()
             except Exception as exc:

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Attempt",
     "AttemptRecord",
+    "Batch",
     "CooldownLearned",
     "MidStreamError",
     "PartKind",
@@ -291,6 +292,15 @@ class StreamSpec(Generic[C]):
     part: Callable[[C], PartKind | None] = _any_part
     is_finish: Callable[[C], bool] | None = None
     keep_partial: bool = True
+
+
+class Batch(list[C], Generic[C]):
+    """Chunks that came in together (one network read of a stream), handed to the engine as
+    one: it reads each by the :class:`StreamSpec` in order (the first with a part commits the
+    attempt, a finish anywhere finishes it, the discarded parts count each) and hands the batch
+    on whole, so a read's events cost one pass through the engine, not one each."""
+
+    __slots__ = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,14 +12,22 @@ import queue
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, TypeVar, cast
 
 from .._failures import AttemptTimeout, IncompleteStreamError
 from .._telemetry.decisions import StreamRestarted
 from .call import ABORTS, Call, Parked
 from .clock import SYSTEM_CLOCK, Clock
 from .policy import GiveUp, Retry
-from .results import Attempt, AttemptRecord, MidStreamError, Result, StreamReset, StreamSpec
+from .results import (
+    Attempt,
+    AttemptRecord,
+    Batch,
+    MidStreamError,
+    Result,
+    StreamReset,
+    StreamSpec,
+)
 from .routes import Route
 from .steps import (
     END,
@@ -68,6 +76,8 @@ class _StreamState(Generic[C]):
 
     def feed(self, chunk: C, run: Call) -> list[C]:
         """What to hand the consumer now that ``chunk`` arrived."""
+        if isinstance(chunk, Batch):
+            return self._feed_batch(chunk, run)
         spec = self.spec
         if spec.is_finish is not None and spec.is_finish(chunk):
             self.finished = True
@@ -81,12 +91,39 @@ class _StreamState(Generic[C]):
             return self._deliver(out)
         return []
 
+    def _feed_batch(self, batch: Batch[C], run: Call) -> list[C]:
+        """:meth:`feed` of each chunk of ``batch`` in turn, the batch held and handed on whole."""
+        spec = self.spec
+        if spec.is_finish is not None and not self.finished:
+            self.finished = any(map(spec.is_finish, batch))
+        if self.committed:
+            return self._deliver([cast(C, batch)])
+        self.buffer.append(cast(C, batch))
+        if self.live and any(map(spec.part, batch)):
+            self.committed = True
+            run.committed()
+            out, self.buffer = self.buffer, []
+            return self._deliver(out)
+        return []
+
     def _deliver(self, chunks: list[C]) -> list[C]:
-        part = self.spec.part
-        self.delivered_parts.update(kind for c in chunks if (kind := part(c)) is not None)
+        self.delivered_parts.update(self._parts(chunks))
         if self.spec.keep_partial:
-            self.delivered.extend(chunks)
+            for chunk in chunks:
+                if isinstance(chunk, Batch):
+                    self.delivered.extend(chunk)
+                else:
+                    self.delivered.append(chunk)
         return chunks
+
+    def _parts(self, chunks: list[C]) -> Iterator[str]:
+        """The part of each chunk that carries one, a batch's chunk by chunk."""
+        part = self.spec.part
+        for chunk in chunks:
+            if isinstance(chunk, Batch):
+                yield from filter(None, map(part, chunk))
+            elif (kind := part(chunk)) is not None:
+                yield kind
 
     def end(self) -> list[C]:
         if self.spec.is_finish is not None and not self.finished:
@@ -95,8 +132,7 @@ class _StreamState(Generic[C]):
         return out
 
     def discarded(self, including_delivered: bool) -> Counter[str]:
-        part = self.spec.part
-        counts: Counter[str] = Counter(kind for c in self.buffer if (kind := part(c)) is not None)
+        counts: Counter[str] = Counter(self._parts(self.buffer))
         return counts + self.delivered_parts if including_delivered else counts
 
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import httpx
 
-from .._engine.results import Attempt, MidStreamError, PartKind, StreamSpec
+from .._engine.results import Attempt, Batch, MidStreamError, PartKind, StreamSpec
 from .._engine.streams import AsyncFailoverStream, FailoverStream
 from .._engine.timing import CallTime
 from .._failures import (
@@ -260,23 +260,33 @@ class Receiving:
         self.complete(response, content)  # checked like a non-stream body
         return Event(content, part="other", finish=True)
 
-    def events(self, data: bytes) -> Iterator[Event]:
-        """The SSE events one read of the stream completes, each within the time limits."""
+    def batch(self, data: bytes) -> tuple[Batch[Event], Exception | None]:
+        """The SSE events one read of the stream completes, each checked and within the time
+        limits, as one batch for the engine; and the error that cut the read short, if one did
+        (the events before it go out first, as they came)."""
         reader, limits = self._reader, self.limits
         assert reader is not None
-        for piece in self._decoded(data):
-            if limits is not None:
-                limits.check_soonest(reader.committed)
-            for event in reader.feed(piece):
+        batch: Batch[Event] = Batch()
+        try:
+            for piece in self._decoded(data):
                 if limits is not None:
-                    limits.received()  # the stall limit counts from this event
-                    limits.committed = reader.committed
-                yield self._reported(event)
+                    limits.check_soonest(reader.committed)
+                for event in reader.parser.feed(piece):
+                    reader.checked(event)
+                    if limits is not None:
+                        limits.received()  # the stall limit counts from this event
+                        limits.committed = reader.committed
+                    batch.append(self._reported(event))
+        except Exception as exc:
+            if not batch:
+                raise
+            return batch, exc
+        return batch, None
 
-    def end(self) -> Iterator[Event]:
+    def end(self) -> Batch[Event]:
         """The event the stream's last bytes make, if they make one."""
         assert self._reader is not None
-        return map(self._reported, self._reader.flush())
+        return Batch(map(self._reported, self._reader.flush()))
 
     def _reported(self, event: Event) -> Event:
         """``event``, its token usage and finish reasons, the model and response id it names
@@ -616,6 +626,7 @@ _SECRET_NAME = re.compile(r"auth|key|token|secret|passw|cookie|session|signature
 # The body is decoded before the client sees it, so these would describe it wrongly.
 _NOT_RETURNED = frozenset({b"content-encoding", b"content-length", b"transfer-encoding"})
 _SWERVE_RAW = SWERVE_PREFIX.encode()
+_RAW = attrgetter("raw")  # an event's bytes, as the upstream sent them
 # Shorter "keys" (a placeholder such as "test" for a local server) are no secret, and replacing
 # them everywhere would mangle the body they are scrubbed from.
 _MIN_SECRET = 8
@@ -635,7 +646,7 @@ class _Head:
     finish: ClassVar[bool] = False
 
 
-Chunk = _Head | Event
+Chunk = _Head | Event | Batch[Event]
 
 # The transport hands every chunk on as it comes and never reads partial output back: keeping
 # none of it is what lets a long stream pass through in constant memory. Both kinds of chunk
@@ -691,13 +702,15 @@ class _Reader:
     def feed(self, data: bytes) -> Iterator[Event]:
         # One at a time: events before an error event in the same read still go out first.
         for event in self.parser.feed(data):
-            yield self._checked(event)
+            yield self.checked(event)
 
     def flush(self) -> Iterator[Event]:
         for event in self.parser.flush():
-            yield self._checked(event)
+            yield self.checked(event)
 
-    def _checked(self, event: Event) -> Event:
+    def checked(self, event: Event) -> Event:
+        """``event``, kept for a replay until the content begins; an error event, or data that
+        is not JSON, raised as the attempt's failure (redacted)."""
         if not self.committed:  # after content nothing is replayed: keep no copy of it
             self.raw.append(event.raw)
             self.held += len(event.raw)
@@ -1035,7 +1048,9 @@ class _SyncBody(_Body):
     def __iter__(self) -> Iterator[bytes]:
         try:
             for chunk in self.source:
-                if isinstance(chunk, Event):
+                if type(chunk) is Batch:
+                    yield b"".join(map(_RAW, chunk))  # one read's events, as they came
+                elif isinstance(chunk, Event):
                     yield chunk.raw
         except MidStreamError as exc:
             yield self._ending(exc)
@@ -1050,7 +1065,9 @@ class _AsyncBody(_Body):
     async def __aiter__(self) -> AsyncIterator[bytes]:
         try:
             async for chunk in self.source:
-                if isinstance(chunk, Event):
+                if type(chunk) is Batch:
+                    yield b"".join(map(_RAW, chunk))  # one read's events, as they came
+                elif isinstance(chunk, Event):
                     yield chunk.raw
         except MidStreamError as exc:
             yield self._ending(exc)
