@@ -131,6 +131,11 @@ class Flavour(Protocol):
     def URL(self) -> Callable[..., URL]: ...
 
     @property
+    def Headers(self) -> Callable[..., Headers]:
+        """Given another ``Headers``, a copy of its list: no header is normalized again."""
+        ...
+
+    @property
     def SyncByteStream(self) -> type[Any]: ...
 
     @property

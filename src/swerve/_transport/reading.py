@@ -335,7 +335,12 @@ class Receiving:
         json_body = b"json" in content_type
         if json_body or b'"error"' in body:
             try:
-                data = json.loads(body)
+                # A UTF-8 body decoded in C first (from bytes, json finds the encoding in
+                # Python); anything else (a BOM, UTF-16, not JSON) is json's to read or refuse.
+                try:
+                    data = json.loads(body.decode())
+                except ValueError:
+                    data = json.loads(body)
             except (ValueError, RecursionError):
                 if json_body:
                     raise _Malformed(route, _replay(secrets, response, body)) from None

@@ -12,11 +12,12 @@ from __future__ import annotations
 import json
 import ssl
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import compress
+from json.scanner import make_scanner
 from operator import itemgetter, not_
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 from .._engine.config import FallbackConfig
@@ -45,6 +46,10 @@ _SWERVE_RAW = SWERVE_PREFIX.encode()
 _NEVER_FORWARD = frozenset({"host", "content-length"})
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _NAME = itemgetter(0)  # a header's name, of its (name, value)
+# json.loads and json.dumps without their Python wrappers (the same decoder and encoder they
+# use): the scanner reads a body in C; anything it cannot read is json.loads's (see plan).
+_SCAN = make_scanner(cast(Any, json.JSONDecoder()))  # typeshed wants a scanner: any context
+_ENCODE = json.JSONEncoder().encode
 
 
 @dataclass(slots=True)
@@ -69,12 +74,13 @@ class _Way:
     of a request is then one filter of the client's headers and one new body."""
 
     __slots__ = (
-        "body",
         "drop",
         "drop_own",
         "fixes",
         "keyless",
+        "last",
         "lead",
+        "make",
         "model",
         "origin",
         "sized",
@@ -87,7 +93,6 @@ class _Way:
         self, module: Flavour, route: str, upstream: Upstream, origin: tuple[str, str, int]
     ) -> None:
         self.url = module.URL(upstream.endpoint)
-        self.body = _body(module)
         self.origin = origin
         self.wire: Wire = upstream.wire
         self.model = upstream.model or Route.parse(route).model
@@ -112,6 +117,11 @@ class _Way:
         ]
         self.tail = tail
         self.sized = not names & _LENGTH_HEADERS  # else the upstream's own length or chunking
+        # The client's headers the last request sent here kept, its Content-Length (None:
+        # none), and the Headers made of them once a second request repeated them (see
+        # Routing.build). One a way: the memory is bounded.
+        self.last: tuple[list[tuple[Any, Any]] | None, str | None, Any] = (None, None, None)
+        self.make = module.Headers
 
 
 class Exchange:
@@ -236,21 +246,31 @@ class Routing:
             # A streamed body (multipart files=, a generator): no route reads it, and reading
             # it here would consume it. It is sent on as it comes.
             return None
+        # A UTF-8 body that is one JSON value, nothing around it, is read as json.loads would
+        # read it, in C; any other (whitespace, another encoding, an error) is json.loads's own,
+        # with its own error.
         try:
-            body = json.loads(content)
-        except (ValueError, RecursionError) as exc:
-            if not pinned and not self._endpoint_match(request):
-                return None
-            problem = (
-                "is nested too deeply to read"
-                if isinstance(exc, RecursionError)
-                else f"is not JSON ({exc})"
-            )
-            return _error_response(
-                request,
-                400,
-                f"swerve: the request body {problem}; routes are named by its 'model'",
-            )
+            text = content.decode()
+            body, end = _SCAN(text, 0)
+            read = end == len(text)
+        except Exception:
+            read = False
+        if not read:
+            try:
+                body = json.loads(content)
+            except (ValueError, RecursionError) as exc:
+                if not pinned and not self._endpoint_match(request):
+                    return None
+                problem = (
+                    "is nested too deeply to read"
+                    if isinstance(exc, RecursionError)
+                    else f"is not JSON ({exc})"
+                )
+                return _error_response(
+                    request,
+                    400,
+                    f"swerve: the request body {problem}; routes are named by its 'model'",
+                )
         if not isinstance(body, dict):
             return None
         model = body.get("model")
@@ -318,18 +338,14 @@ class Routing:
         # only when it has no api_key of its own and is that very host, never to a fallback
         # provider elsewhere.
         drop = way.drop_own if way.keyless and _origin_of(request.url) == origin else way.drop
-        # The Host header first, as httpx puts it; Content-Length last (see below). As bytes,
-        # the way httpx holds them: none is decoded and encoded again.
-        headers = way.lead.copy()
         if plan.marked:  # swerve's own headers never leave
-            headers += [
+            kept = [
                 header
                 for header, name in zip(plan.raw, plan.names, strict=True)
                 if name not in drop and not name.startswith(_SWERVE_RAW)
             ]
         else:  # the filter in C: no Python code runs per header
-            headers += compress(plan.raw, map(not_, map(drop.__contains__, plan.names)))
-        headers += way.tail
+            kept = list(compress(plan.raw, map(not_, map(drop.__contains__, plan.names))))
         extensions = dict(request.extensions)
         extensions.pop("swerve", None)
         total, read = attempt.timeout, attempt.read_timeout
@@ -353,19 +369,36 @@ class Routing:
                 "write": total if w is None else w if total is None or w <= total else total,
                 "pool": total if p is None else p if total is None or p <= total else total,
             }
-        content = json.dumps(body).encode()
-        # What Request(content=...) would add, added here: given a ready stream, httpx skips
-        # a second pass over every header (half the cost of building the request).
-        # A client's Transfer-Encoding is kept (it is no credential): then no length either.
-        if way.sized and b"transfer-encoding" not in plan.names:
-            headers.append((b"Content-Length", str(len(content)).encode()))
+        content = _ENCODE(body).encode()
+        # What Request(content=...) would add, added here: the body's length, last (given a
+        # ready stream, httpx adds nothing). A client's Transfer-Encoding is kept (it is no
+        # credential): then no length either.
+        size = str(len(content)) if way.sized and b"transfer-encoding" not in plan.names else None
+        # The Host header first, as httpx puts it, then the client's, the upstream's, the
+        # length. A client sends the same headers request after request: from the second on,
+        # Headers made ready serve (Request copies them, normalizing none again; the copy is
+        # the one sent), with this body's length in the place of theirs. Headers that never
+        # repeat are sent as they come, at the cost of one comparison.
+        last = way.last
+        seen = last[0] == kept and (last[1] is None) == (size is None)
+        if seen and last[2] is not None:
+            headers: Any = last[2]
+        else:
+            headers = [*way.lead, *kept, *way.tail]
+            if size is not None:
+                headers.append((b"Content-Length", size))
+            if seen:
+                headers = way.make(headers)
+            last = way.last = (kept, size, headers if seen else None)
         built = module.Request(
             request.method,
             way.url,
             headers=headers,
-            stream=way.body((content,)),
+            stream=module.ByteStream(content),  # what read() leaves any other stream as
             extensions=extensions,
         )
+        if size is not None and size != last[1]:
+            built.headers["Content-Length"] = size
         built.read()  # as Request(content=...) does: .content is there for whoever reads it
         return built
 
@@ -454,24 +487,6 @@ def _dropped(own: bool, names: frozenset[str]) -> frozenset[bytes]:
     client's credentials unless they are for that very host, and those the upstream sets."""
     drop = _NEVER_FORWARD if own else _NEVER_FORWARD | _CLIENT_CREDENTIALS
     return frozenset(name.encode() for name in drop | names)
-
-
-_BODIES: dict[str, type[tuple[bytes, ...]]] = {}
-
-
-def _body(module: Flavour) -> type[tuple[bytes, ...]]:
-    """The request body stream of ``module``'s flavour, sync and async: the body's one chunk
-    in a tuple, so iterating it (httpx's ``read()``, the pool's send) runs no Python code."""
-    cls = _BODIES.get(module.__name__)
-    if cls is None:
-
-        async def chunks(self: tuple[bytes, ...]) -> AsyncIterator[bytes]:
-            for chunk in self:
-                yield chunk
-
-        bases = (tuple, module.SyncByteStream, module.AsyncByteStream)
-        cls = _BODIES[module.__name__] = type("_Body", bases, {"__aiter__": chunks})
-    return cls
 
 
 _TLS: dict[str, Any] = {}
