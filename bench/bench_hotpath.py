@@ -27,6 +27,9 @@ upstreams, p/m and its fallback f/m, are such mocks. Sides alternate call by cal
           >= 95 %.
   count   Python function calls made in swerve's own files for one sync request of "sync"
           (sys.setprofile, as hotpath_calls.py counts them). Goal: <= 60.
+  stream  the same request with ``stream=True``, answered with 20 SSE chunks (and [DONE]) in
+          one read, read to its end by the SDK, tracing off: median us per call of each side,
+          and swerve minus bare. No goal: what a streamed answer costs beside a unary one.
 
 Only public names of swerve are used (``swerve.*``, ``swerve.httpx.*``).
 """
@@ -90,7 +93,27 @@ GOAL_ASYNC_RATIO = 0.95
 GOAL_CALLS = 60
 
 
+STREAM_EVENTS = 20
+
+
+def _sse(events: int) -> bytes:
+    chunk = {"id": "r1", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+    out = []
+    for i in range(events):
+        delta = {"role": "assistant", "content": f"w{i} "} if i == 0 else {"content": f"w{i} "}
+        choice = {"index": 0, "delta": delta, "finish_reason": None}
+        out.append(f"data: {json.dumps({**chunk, 'choices': [choice]})}\n\n")
+    last = {"index": 0, "delta": {}, "finish_reason": "stop"}
+    out.append(f"data: {json.dumps({**chunk, 'choices': [last]})}\n\ndata: [DONE]\n\n")
+    return "".join(out).encode()
+
+
+SSE = _sse(STREAM_EVENTS)
+
+
 def canned(request: httpx2.Request) -> httpx2.Response:
+    if b'"stream":true' in request.content.replace(b" ", b""):  # the SDK's stream=True
+        return httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=SSE)
     return httpx2.Response(200, headers={"content-type": "application/json"}, content=BODY)
 
 
@@ -145,6 +168,17 @@ def caller(client: openai.OpenAI) -> Callable[[], object]:
     return one
 
 
+def stream_caller(client: openai.OpenAI) -> Callable[[], object]:
+    def one() -> object:
+        chunks = 0
+        for _ in client.chat.completions.create(model=ROUTE, messages=MESSAGES, stream=True):
+            chunks += 1
+        assert chunks == STREAM_EVENTS + 1, chunks
+        return chunks
+
+    return one
+
+
 def warm(*calls: Callable[[], object]) -> None:
     for _ in range(WARMUP):
         for call in calls:
@@ -169,6 +203,17 @@ def bench_sync(n: int) -> list[Row]:
         Row("sync, tracing off: bare SDK", f"{b:9.1f} us"),
         Row("sync, tracing off: through swerve", f"{w:9.1f} us"),
         Row("sync, tracing off: overhead", f"{w - b:+9.1f} us", "<= +50 us", w - b <= GOAL_SYNC_US),
+    ]
+
+
+def bench_stream(n: int) -> list[Row]:
+    bare, wrapped = stream_caller(bare_client()), stream_caller(swerve_client(untraced()))
+    warm(bare, wrapped)
+    b, w = interleaved(bare, wrapped, n)
+    return [
+        Row(f"stream of {STREAM_EVENTS}, tracing off: bare SDK", f"{b:9.1f} us"),
+        Row(f"stream of {STREAM_EVENTS}, tracing off: through swerve", f"{w:9.1f} us"),
+        Row(f"stream of {STREAM_EVENTS}, tracing off: overhead", f"{w - b:+9.1f} us"),
     ]
 
 
@@ -443,7 +488,7 @@ def table(rows: Sequence[Row]) -> str:
     return "\n".join(lines)
 
 
-FIGURES = ("sync", "traced", "engine", "async", "count")
+FIGURES = ("sync", "traced", "engine", "async", "count", "stream")
 
 
 def main() -> None:
@@ -475,6 +520,8 @@ def main() -> None:
         rows += bench_async(args.seconds)
     if "count" in only:
         rows += bench_count()
+    if "stream" in only:
+        rows += bench_stream(args.n)
     for note in notes:
         print(note)
     print()

@@ -5,7 +5,8 @@ timing noise cannot move. Run under callgrind, which counts only between the two
         .venv/bin/python bench/bench_instructions.py swerve 200
     grep ^totals out.sw     # then the same with ``bare``; (swerve - bare) / 200 per request
 
-The request and both sides are bench_hotpath.py's "sync" ones (tracing off).
+The request and both sides are bench_hotpath.py's "sync" ones (tracing off); with a third
+argument ``stream``, its "stream" ones (20 SSE chunks in one read, read to the end).
 Against another checkout (before/after): ``PYTHONPATH=<tree>/src:<tree>/bench`` in front.
 """
 
@@ -16,13 +17,14 @@ import os
 import subprocess
 import sys
 
-from bench_hotpath import WARMUP, bare_client, caller, swerve_client, untraced
+from bench_hotpath import WARMUP, bare_client, caller, stream_caller, swerve_client, untraced
 
 
 def main() -> None:
     side, n = sys.argv[1], int(sys.argv[2])
     assert side in ("bare", "swerve"), "side: bare or swerve"
-    one = caller(bare_client() if side == "bare" else swerve_client(untraced()))
+    make = stream_caller if sys.argv[3:] == ["stream"] else caller
+    one = make(bare_client() if side == "bare" else swerve_client(untraced()))
     for _ in range(WARMUP):  # warm: caches, the pools, the first request's one-time work
         one()
     gc.collect()

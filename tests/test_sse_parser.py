@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from swerve._transport.reading import SSEParser as _SSEParser
@@ -120,3 +121,78 @@ def test_a_long_line_over_many_reads_arrives_whole() -> None:
 def test_a_bom_opening_the_stream_is_skipped(read: int) -> None:
     data = b"\xef\xbb\xbf" + stream("\n")
     assert [(p, f) for p, f, _ in events_of("openai", data, read)] == EXPECTED
+
+
+# -- however the bytes come, the events are the line-by-line reader's -----------------------
+
+_LINE = ('data: {"a": 1}', "data: [DONE]", "data: x", "event: error", ": keep-alive", " ", "")
+_END = ("\n", "\r\n", "\r")
+
+
+def _reference(data: bytes, limit: int) -> list[bytes] | str:
+    """The raw events of ``data`` by SSE's rules, a line at a time (CRLF, LF or a lone CR end
+    a line; a blank line dispatches an event unless it holds blank space alone), or
+    "too large" where an event (or the unfinished rest) grows past ``limit``."""
+    lines: list[bytes] = []
+    rest, i = b"", 0
+    while i < len(data):
+        cr, lf = data.find(b"\r", i), data.find(b"\n", i)
+        ends = [e for e in (cr, lf) if e >= 0]
+        if not ends:
+            rest = data[i:]
+            break
+        end = min(ends)
+        stop = end + 2 if data[end : end + 2] == b"\r\n" else end + 1
+        lines.append(data[i:stop])
+        i = stop
+    events, event = [], b""
+    for line in lines:
+        event += line
+        if len(event) > limit:
+            return "too large"
+        if line.strip(b"\r\n") == b"":
+            if event.strip():
+                events.append(event)
+            event = b""
+    if len(event + rest) > limit:
+        return "too large"
+    if (event + rest).strip():
+        events.append(event + rest)
+    return events
+
+
+def _read(data: bytes, cuts: list[int], limit: int) -> list[bytes] | str:
+    parser = _SSEParser("openai", limit)
+    events = []
+    last = 0
+    try:
+        for cut in [*sorted(c % (len(data) + 1) for c in cuts), len(data)]:
+            events += parser.feed(data[last:cut])
+            last = max(last, cut)
+        events += parser.flush()
+    except ResponseTooLarge:
+        return "too large"
+    return [e.raw for e in events]
+
+
+@settings(max_examples=600, deadline=None)
+@given(
+    lines=st.lists(st.tuples(st.sampled_from(_LINE), st.sampled_from(_END)), max_size=40),
+    cuts=st.lists(st.integers(0, 2_000), max_size=8),
+    limit=st.sampled_from([24, 64, 1 << 20]),
+)
+def test_any_stream_cut_any_way_gives_the_line_by_line_events(
+    lines: list[tuple[str, str]], cuts: list[int], limit: int
+) -> None:
+    data = "".join(line + end for line, end in lines).encode()
+    assert _read(data, cuts, limit) == _reference(data, limit)
+
+
+def test_every_short_stream_in_one_or_two_reads_gives_the_line_by_line_events() -> None:
+    tokens = [line + end for line in _LINE for end in _END]
+    for a, b, c in itertools.product(tokens, repeat=3):
+        data = (a + b + c).encode()
+        for limit in (24, 1 << 20):
+            expected = _reference(data, limit)
+            assert _read(data, [], limit) == expected, data
+            assert _read(data, [len(data) // 2], limit) == expected, data

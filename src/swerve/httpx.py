@@ -64,8 +64,13 @@ def _bounded_by_client(request: Request) -> bool:
     """Whether every phase of ``request`` has a finite httpx timeout, so that a send left to
     run on its own ends by itself."""
     timeout = request.extensions.get("timeout")
-    return isinstance(timeout, dict) and all(
-        timeout.get(phase) is not None for phase in ("connect", "read", "write", "pool")
+    # Written out (no generator): every async attempt asks.
+    return (
+        isinstance(timeout, dict)
+        and timeout.get("connect") is not None
+        and timeout.get("read") is not None
+        and timeout.get("write") is not None
+        and timeout.get("pool") is not None
     )
 
 

@@ -16,8 +16,9 @@ import zlib
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from json.scanner import make_scanner
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import httpx
 
@@ -271,10 +272,12 @@ class Receiving:
             for piece in self._decoded(data):
                 if limits is not None:
                     limits.check_soonest(reader.committed)
-                for event in reader.parser.feed(piece):
+                events = reader.parser.feed(piece)
+                if events and limits is not None:
+                    limits.received()  # the stall limit counts from these events (one instant)
+                for event in events:
                     reader.checked(event)
                     if limits is not None:
-                        limits.received()  # the stall limit counts from this event
                         limits.committed = reader.committed
                     batch.append(self._reported(event))
         except Exception as exc:
@@ -418,6 +421,8 @@ class Event:
 _LINE_END = re.compile(rb"\r\n|\r|\n")
 _TEXT_LINE_END = re.compile(r"\r\n|\r|\n")  # SSE's only line ends (not str.splitlines's)
 _BOM = b"\xef\xbb\xbf"
+# json.loads's own scanner, called without its Python wrapper (see _interpret).
+_SCAN = make_scanner(cast(Any, json.JSONDecoder()))  # typeshed wants a scanner: any context
 
 
 class SSEParser:
@@ -437,13 +442,18 @@ class SSEParser:
 
     def feed(self, data: bytes) -> list[Event]:
         buf = self._buf
-        buf += data
         if not self._started:
+            buf += data
             if len(buf) < len(_BOM) and _BOM.startswith(bytes(buf)):
                 return []  # too little to tell a BOM from data yet
             self._started = True
             if buf.startswith(_BOM):
                 del buf[: len(_BOM)]
+            data = bytes(buf)
+            buf.clear()
+        if not buf and not self._event and b"\r" not in data:
+            return self._whole(data)
+        buf += data
         events = []
         start = 0
         for match in _LINE_END.finditer(buf, self._scanned):
@@ -465,6 +475,31 @@ class SSEParser:
         self._scanned = len(buf) - 1 if buf.endswith(b"\r") else len(buf)
         if len(self._event) + len(buf) > self.limit:
             raise ResponseTooLarge(f"an SSE event exceeded {self.limit} bytes")
+        return events
+
+    def _whole(self, data: bytes) -> list[Event]:
+        """:meth:`feed` of a read that begins an event and holds no CR (most reads): its lines
+        end in LF only, so its events end at the first blank line, found in C, not a line at
+        a time. What follows the last whole event goes to the line by line reader."""
+        events = []
+        pos, size, limit = 0, len(data), self.limit
+        while True:
+            while pos < size and data[pos] == 10:  # blank lines between events: no event
+                pos += 1
+            end = data.find(b"\n\n", pos) + 2
+            if end == 1:
+                break
+            if end - pos > limit:
+                raise ResponseTooLarge(f"an SSE event exceeded {limit} bytes")
+            raw = data[pos:end]
+            if raw.strip():  # an event of blank space alone is none
+                events.append(_interpret(self.wire, raw))
+            pos = end
+        if pos < size:
+            if size - pos > limit:
+                raise ResponseTooLarge(f"an SSE event exceeded {limit} bytes")
+            self._buf += data[pos:]
+            self._scanned = 0
         return events
 
     def flush(self) -> list[Event]:
@@ -551,9 +586,8 @@ def _answered(payload: Mapping[str, Any]) -> _Response:
     return (model if type(model) is str else None, rid if type(rid) is str else None)
 
 
-def _interpret(wire: Wire, raw: bytes) -> Event:
-    """What an event means on its wire: content (of which kind), the finish, an error, or
-    data that is not JSON (the upstream broke the protocol: the attempt fails)."""
+def _data(raw: bytes) -> tuple[str | None, str]:
+    """An event's name (its last ``event:`` line) and its data (its ``data:`` lines joined)."""
     name = None
     data_lines = []
     for line in _TEXT_LINE_END.split(raw.decode("utf-8", "replace")):
@@ -561,13 +595,34 @@ def _interpret(wire: Wire, raw: bytes) -> Event:
             name = line[6:].strip()
         elif line.startswith("data:"):
             data_lines.append(line[5:].lstrip())
-    data = "\n".join(data_lines)
+    return name, "\n".join(data_lines)
+
+
+def _interpret(wire: Wire, raw: bytes) -> Event:
+    """What an event means on its wire: content (of which kind), the finish, an error, or
+    data that is not JSON (the upstream broke the protocol: the attempt fails)."""
+    name = None
+    if raw.startswith(b"data:") and raw.endswith(b"\n\n") and raw.count(b"\n") == 2:
+        # Most events: one data line, LF-ended (no CR anywhere: count and ends say so): the
+        # loop below would find just that.
+        data = raw[5:-2].decode("utf-8", "replace").lstrip()
+        if "\r" in data:  # a lone CR ends a line too: the loop reads it
+            data = _data(raw)[1]
+    else:
+        name, data = _data(raw)
     event = Event(raw)
     if wire == "openai" and data.strip() == "[DONE]":
         event.finish = True
         return event
     try:
-        payload = json.loads(data) if data else None
+        # json.loads, its Python wrapper left out (an event's data is read per event): what
+        # the scanner cannot read whole (whitespace around it, an error) is json.loads's.
+        try:
+            payload, end = _SCAN(data, 0)
+            if end != len(data):
+                payload = json.loads(data)
+        except (ValueError, StopIteration):
+            payload = json.loads(data) if data else None
     except (ValueError, RecursionError):  # nested too deeply to read is not JSON to swerve
         event.malformed = True
         return event
@@ -576,8 +631,8 @@ def _interpret(wire: Wire, raw: bytes) -> Event:
     if name == "error" or "error" in payload:
         event.error = payload
         return event
-    event.usage = _usage(wire, payload)
     if wire == "anthropic":
+        event.usage = _usage(wire, payload)
         kind = payload.get("type")
         if kind == "message_start":
             event.response = _answered(payload)
@@ -601,25 +656,38 @@ def _interpret(wire: Wire, raw: bytes) -> Event:
         ):
             event.part = "tool_call"
         return event
-    event.response = _answered(payload)  # on every chunk: the reader keeps the first
+    # _answered(payload), written out for a chunk (on every one: the reader keeps the first).
+    if payload.get("type") == "message_start":
+        event.response = _answered(payload)
+    else:
+        model, rid = payload.get("model"), payload.get("id")
+        event.response = (model if type(model) is str else None, rid if type(rid) is str else None)
     choices = payload.get("choices")
+    reasons = False  # whether a choice says how it finished (then _usage has something to say)
     for choice in choices if isinstance(choices, list) else ():
-        choice = _obj(choice)
+        if not isinstance(choice, dict):  # _obj(), written out here and below: per chunk
+            continue
         # A finish_reason ends the answer; several compatible servers never send [DONE].
         # (The usage chunk that may follow still reaches the client: the stream goes on.)
-        if choice.get("finish_reason") not in (None, "error"):
-            event.finish = True
-        delta = _obj(choice.get("delta"))
-        if delta.get("content"):
+        reason = choice.get("finish_reason")
+        if reason is not None:
+            reasons = reasons or isinstance(reason, str)
+            if reason != "error":
+                event.finish = True
+        said = choice.get("delta")
+        if not isinstance(said, dict):
+            continue
+        if said.get("content"):
             event.part = "text"
-        elif delta.get("tool_calls"):
+        elif said.get("tool_calls"):
             event.part = "tool_call"
         elif (
-            delta.get("reasoning")
-            or delta.get("reasoning_content")
-            or delta.get("reasoning_details")
+            said.get("reasoning") or said.get("reasoning_content") or said.get("reasoning_details")
         ):
             event.part = "reasoning"
+    # _usage() has nothing to say of a chunk without usage or a finish reason: most of them.
+    if reasons or payload.get("usage"):
+        event.usage = _usage(wire, payload)
     return event
 
 
