@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AUTH_HEADERS",
+    "SCAN_JSON",
     "SPEC",
     "Chunk",
     "Event",
@@ -421,8 +422,9 @@ class Event:
 _LINE_END = re.compile(rb"\r\n|\r|\n")
 _TEXT_LINE_END = re.compile(r"\r\n|\r|\n")  # SSE's only line ends (not str.splitlines's)
 _BOM = b"\xef\xbb\xbf"
-# json.loads's own scanner, called without its Python wrapper (see _interpret).
-_SCAN = make_scanner(cast(Any, json.JSONDecoder()))  # typeshed wants a scanner: any context
+SCAN_JSON = make_scanner(cast(Any, json.JSONDecoder()))  # typeshed wants a scanner: any context
+"""``json.loads``'s own scanner, called without its Python wrapper: ``(value, end)`` of the JSON
+value at an index, in C. Whatever it cannot read whole is ``json.loads``'s, for its error."""
 
 
 class SSEParser:
@@ -618,7 +620,7 @@ def _interpret(wire: Wire, raw: bytes) -> Event:
         # json.loads, its Python wrapper left out (an event's data is read per event): what
         # the scanner cannot read whole (whitespace around it, an error) is json.loads's.
         try:
-            payload, end = _SCAN(data, 0)
+            payload, end = SCAN_JSON(data, 0)
             if end != len(data):
                 payload = json.loads(data)
         except (ValueError, StopIteration):

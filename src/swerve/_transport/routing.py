@@ -15,9 +15,8 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import compress
-from json.scanner import make_scanner
 from operator import itemgetter, not_
-from typing import Any, cast
+from typing import Any
 from urllib.parse import urlsplit
 
 from .._engine.config import FallbackConfig
@@ -28,7 +27,7 @@ from .._wire.payloads import JsonRules
 from .._wire.rules import Wire, prepare_for_route, speaks_to_claude
 from .flavour import URL, Flavour, Request, Response, flavour_of
 from .io_bound import install
-from .reading import AUTH_HEADERS, secrets_of
+from .reading import AUTH_HEADERS, SCAN_JSON, secrets_of
 from .upstream import (
     ENDPOINTS,
     ROUTE_HEADER,
@@ -46,9 +45,7 @@ _SWERVE_RAW = SWERVE_PREFIX.encode()
 _NEVER_FORWARD = frozenset({"host", "content-length"})
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _NAME = itemgetter(0)  # a header's name, of its (name, value)
-# json.loads and json.dumps without their Python wrappers (the same decoder and encoder they
-# use): the scanner reads a body in C; anything it cannot read is json.loads's (see plan).
-_SCAN = make_scanner(cast(Any, json.JSONDecoder()))  # typeshed wants a scanner: any context
+# json.dumps without its Python wrapper (the same encoder, the same output).
 _ENCODE = json.JSONEncoder().encode
 
 
@@ -251,7 +248,7 @@ class Routing:
         # with its own error.
         try:
             text = content.decode()
-            body, end = _SCAN(text, 0)
+            body, end = SCAN_JSON(text, 0)
             read = end == len(text)
         except Exception:
             read = False
