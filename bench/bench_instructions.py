@@ -5,35 +5,93 @@ timing noise cannot move. Run under callgrind, which counts only between the two
         .venv/bin/python bench/bench_instructions.py swerve 200
     grep ^totals out.sw     # then the same with ``bare``; (swerve - bare) / 200 per request
 
-The request and both sides are bench_hotpath.py's "sync" ones (tracing off); with a third
-argument ``stream``, its "stream" ones (20 SSE chunks in one read, read to the end).
+The request and both sides are bench_hotpath.py's "sync" ones (tracing off). A third argument
+picks another: ``stream``, its "stream" ones (20 SSE chunks in one read, read to the end);
+``async``, the sync request made through ``openai.AsyncOpenAI`` over ``httpx2.AsyncClient``
+(and ``AsyncFailoverTransport``), one at a time.
 Against another checkout (before/after): ``PYTHONPATH=<tree>/src:<tree>/bench`` in front.
 """
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import os
 import subprocess
 import sys
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
 
-from bench_hotpath import WARMUP, bare_client, caller, stream_caller, swerve_client, untraced
+import httpx2
+import openai
+from bench_hotpath import (
+    MESSAGES,
+    ROUTE,
+    WARMUP,
+    bare_client,
+    caller,
+    canned,
+    failover,
+    stream_caller,
+    swerve_client,
+    untraced,
+    upstreams,
+)
+
+from swerve.httpx import AsyncFailoverTransport
+
+_TOGGLE = ["callgrind_control", "-i"]
+
+
+def _counted(on: bool) -> None:
+    subprocess.run([*_TOGGLE, "on" if on else "off", str(os.getpid())], capture_output=True)
+
+
+def _async_caller(side: str) -> Callable[[], Awaitable[object]]:
+    if side == "bare":
+        http = httpx2.AsyncClient(transport=httpx2.MockTransport(canned))
+        url = "http://p.invalid/v1"
+    else:
+        transport = AsyncFailoverTransport(upstreams(), failover=failover(untraced()))
+        http = httpx2.AsyncClient(transport=cast("httpx2.AsyncBaseTransport", transport))
+        url = "http://swerve.invalid/v1"
+    client = openai.AsyncOpenAI(base_url=url, api_key="k", max_retries=0, http_client=http)
+
+    async def one() -> object:
+        return await client.chat.completions.create(model=ROUTE, messages=MESSAGES)
+
+    return one
+
+
+async def _run_async(side: str, n: int) -> None:
+    one = _async_caller(side)
+    for _ in range(WARMUP):
+        await one()
+    gc.collect()
+    gc.disable()
+    _counted(True)
+    for _ in range(n):
+        await one()
+    _counted(False)
 
 
 def main() -> None:
-    side, n = sys.argv[1], int(sys.argv[2])
+    side, n, kind = sys.argv[1], int(sys.argv[2]), (sys.argv[3:] or ["unary"])[0]
     assert side in ("bare", "swerve"), "side: bare or swerve"
-    make = stream_caller if sys.argv[3:] == ["stream"] else caller
+    assert kind in ("unary", "stream", "async"), "kind: stream or async (or none)"
+    if kind == "async":
+        asyncio.run(_run_async(side, n))
+        return
+    make: Any = stream_caller if kind == "stream" else caller
     one = make(bare_client() if side == "bare" else swerve_client(untraced()))
     for _ in range(WARMUP):  # warm: caches, the pools, the first request's one-time work
         one()
     gc.collect()
     gc.disable()
-    toggle = ["callgrind_control", "-i"]
-    subprocess.run([*toggle, "on", str(os.getpid())], capture_output=True, check=False)
+    _counted(True)
     for _ in range(n):
         one()
-    subprocess.run([*toggle, "off", str(os.getpid())], capture_output=True, check=False)
+    _counted(False)
 
 
 if __name__ == "__main__":
