@@ -68,6 +68,9 @@ class _StreamState(Generic[C]):
 
     spec: StreamSpec[C]
     live: bool
+    # Whether the parts delivered are counted: only a restart discards them (an "error"
+    # stream surfaces a failure after content, and a whole one discards nothing).
+    restarts: bool = False
     buffer: list[C] = field(default_factory=list)
     delivered: list[C] = field(default_factory=list)  # only with spec.keep_partial
     delivered_parts: Counter[str] = field(default_factory=Counter)
@@ -107,7 +110,8 @@ class _StreamState(Generic[C]):
         return []
 
     def _deliver(self, chunks: list[C]) -> list[C]:
-        self.delivered_parts.update(self._parts(chunks))
+        if self.restarts:
+            self.delivered_parts.update(self._parts(chunks))
         if self.spec.keep_partial:
             for chunk in chunks:
                 if isinstance(chunk, Batch):
@@ -162,7 +166,7 @@ class _StreamBase(Generic[C]):
         self._mid_stream = mid_stream
         self._live = live
         self._run: Call | None = None
-        self._state = _StreamState(spec, live)
+        self._state = _StreamState(spec, live, mid_stream == "restart")
         self._reset: StreamReset | None = None
         self._passed: tuple[AttemptRecord, ...] = ()  # a passthrough's one attempt, once it ended
         self._racing: list[Lane] = []  # the lanes of a hedge race not settled yet
@@ -309,7 +313,9 @@ class _StreamBase(Generic[C]):
                 lane = Lane(source, run.attempt_context)
                 parked[first] = hedged
                 lanes.append(lane)
-                states[lane] = self._state = _StreamState(self._spec, self._live)
+                states[lane] = self._state = _StreamState(
+                    self._spec, self._live, self._mid_stream == "restart"
+                )
                 continue
             lane, chunk = got
             if lane in parked:  # the other lane's chunk: its attempt becomes current
@@ -351,7 +357,7 @@ class _StreamBase(Generic[C]):
         return True
 
     def _begin(self, run: Call) -> Attempt:
-        self._state = _StreamState(self._spec, self._live)
+        self._state = _StreamState(self._spec, self._live, self._mid_stream == "restart")
         return run.begin()
 
     def _release(self, out: list[C]) -> list[C | StreamReset]:

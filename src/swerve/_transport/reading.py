@@ -277,10 +277,15 @@ class Receiving:
                 if events and limits is not None:
                     limits.received()  # the stall limit counts from these events (one instant)
                 for event in events:
-                    reader.checked(event)
-                    if limits is not None:
-                        limits.committed = reader.committed
-                    batch.append(self._reported(event))
+                    # checked() and _reported() only where they have something to do: once
+                    # the content began, most events are content, nothing to keep or tell.
+                    if not reader.committed or event.error is not None or event.malformed:
+                        reader.checked(event)
+                        if limits is not None:
+                            limits.committed = reader.committed
+                    if event.usage is not None or (event.response is not None and not self._named):
+                        self._reported(event)
+                    batch.append(event)
         except Exception as exc:
             if not batch:
                 raise
