@@ -177,11 +177,7 @@ class FailoverTransport(_Transport, httpx.BaseTransport):
                         yield rx.last(response, content)
                         return
                     for data in rx.reads(response):
-                        batch, error = rx.batch(data)
-                        if batch:
-                            yield batch
-                        if error is not None:
-                            raise error
+                        yield from rx.batches(data)
                     if last := rx.end():
                         yield last
                 finally:
@@ -278,11 +274,8 @@ class AsyncFailoverTransport(_Transport, httpx.AsyncBaseTransport):
                         yield rx.last(response, await self._read(rx, response))
                         return
                     async for data in rx.reads(response):
-                        batch, error = rx.batch(data)
-                        if batch:
+                        for batch in rx.batches(data):
                             yield batch
-                        if error is not None:
-                            raise error
                     if last := rx.end():
                         yield last
                 finally:

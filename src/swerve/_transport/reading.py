@@ -262,10 +262,10 @@ class Receiving:
         self.complete(response, content)  # checked like a non-stream body
         return Event(content, part="other", finish=True)
 
-    def batch(self, data: bytes) -> tuple[Batch[Event], Exception | None]:
+    def batches(self, data: bytes) -> Iterator[Batch[Event]]:
         """The SSE events one read of the stream completes, each checked and within the time
-        limits, as one batch for the engine; and the error that cut the read short, if one did
-        (the events before it go out first, as they came)."""
+        limits, as one batch for the engine (none, if the read completes none). An error that
+        cuts the read short is raised once the events before it went out, as they came."""
         reader, limits = self._reader, self.limits
         assert reader is not None
         batch: Batch[Event] = Batch()
@@ -287,10 +287,11 @@ class Receiving:
                         self._reported(event)
                     batch.append(event)
         except Exception as exc:
-            if not batch:
-                raise
-            return batch, exc
-        return batch, None
+            if batch:
+                yield batch
+            raise exc
+        if batch:
+            yield batch
 
     def end(self) -> Batch[Event]:
         """The event the stream's last bytes make, if they make one."""
