@@ -162,6 +162,21 @@ class RedisSync:
                 if self._progress == seen:
                     self._heard.wait(deadline - now)
 
+    def _echoed(self, seen: int) -> None:
+        """After a delivered publish: wait (_CATCH_UP_S at most) until this store's own reader
+        has taken something from the channel since ``seen``: its copy of the message. The
+        PING's answer only says Redis wrote the copies out; a loaded machine's kernel may hand
+        them over later. Redis writes them in one pass, later subscribers first, and a host's
+        loopback delivers in order: by then a peer on this host that subscribed after this
+        store (another store of this process, a process started later) has its copy."""
+        deadline = time.monotonic() + _CATCH_UP_S
+        with self._heard:
+            while self._progress == seen:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self._heard.wait(left)
+
     def lost(self, exc: BaseException) -> None:
         """A Redis operation failed: calls run on the local view until the reader reconnects."""
         self._set_up(False, type(exc).__name__)
@@ -321,7 +336,9 @@ class RedisSync:
                 [repr(now), repr(base), repr(longest), repr(floor), reason,
                  repr(self.bounds.drain_s)],
             )  # fmt: skip
+            seen = self._progress
             wire.publish({"op": "cool", "route": route, **cooling_message(state)}, delivered=True)
+            self._echoed(seen)
         elif op == "release":
             wire.run("RELEASE", wire.keys(route, "probe"), [args[0]])
             wire.publish({"op": "release", "route": route})
