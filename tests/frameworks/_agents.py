@@ -13,6 +13,7 @@ MODEL = "gpt-fake"
 PRIMARY, FALLBACK = f"primary/{MODEL}", f"fallback/{MODEL}"
 ANSWER = "It is sunny in Oslo."
 QUESTION = "What is the weather in Oslo?"
+SWERVE_URL = "http://swerve.invalid/v1"  # where the clients send: the transport routes by model
 
 # Short limits: a hung primary costs the test at most this much real time. The fake serves the
 # fallback in milliseconds, so they never cut a healthy attempt.

@@ -25,14 +25,13 @@ from ._agents import (
     FAULTS,
     PRIMARY,
     QUESTION,
+    SWERVE_URL,
     Weather,
     assert_served_by_fallback,
     async_transport,
     script_outage,
     transport,
 )
-
-SWERVE_URL = "http://swerve.invalid/v1"  # the transport routes by the body's model
 
 
 def model(fake: FakeProvider) -> OpenAIChat:

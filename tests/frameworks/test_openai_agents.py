@@ -34,7 +34,7 @@ from swerve._telemetry import names as n
 from swerve.httpx import AsyncFailoverTransport
 from swerve.testing import FakeClock, FakeProvider, Fault, Reply, TelemetryRecorder, ToolCall
 
-from ._agents import ANSWER, FALLBACK, MODEL, PRIMARY, QUESTION, upstreams
+from ._agents import ANSWER, FALLBACK, MODEL, PRIMARY, QUESTION, SWERVE_URL, upstreams
 
 NO_TRACES = RunConfig(tracing_disabled=True)
 
@@ -76,7 +76,7 @@ def _client(
         config, health=MemoryHealth(clock=clock), telemetry=otel.telemetry, clock=clock
     )
     return openai.AsyncOpenAI(
-        base_url="http://swerve.invalid/v1",
+        base_url=SWERVE_URL,
         api_key="unused",
         max_retries=0,  # swerve retries; two retry loops multiply
         http_client=httpx2.AsyncClient(

@@ -31,7 +31,7 @@ from swerve._telemetry import names as n
 from swerve.httpx import FailoverTransport
 from swerve.testing import FakeClock, FakeProvider, Fault, Reply, TelemetryRecorder, ToolCall
 
-from ._agents import ANSWER, FALLBACK, MODEL, PRIMARY, QUESTION, upstreams
+from ._agents import ANSWER, FALLBACK, MODEL, PRIMARY, QUESTION, SWERVE_URL, upstreams
 
 # How the primary fails, and how many requests it gets for it: a 503 and an error inside a 200
 # stream are retried twice (the backoffs on the fake clock) before the swap; a hang is a timeout,
@@ -66,7 +66,7 @@ def client(
         config, health=MemoryHealth(clock=clock), telemetry=otel.telemetry, clock=clock
     )
     sdk = openai.OpenAI(
-        base_url="http://swerve.invalid/v1",
+        base_url=SWERVE_URL,
         api_key="unused",
         max_retries=0,  # swerve retries; two retry loops multiply
         http_client=httpx2.Client(transport=FailoverTransport(upstreams(fake), failover=failover)),
