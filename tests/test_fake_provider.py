@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -103,6 +104,29 @@ def test_fake_provider_fixture_is_started(fake_provider: FakeProvider, http: htt
 def test_url_needs_a_running_server() -> None:
     with pytest.raises(RuntimeError, match="not running"):
         FakeProvider().url("p")
+
+
+def test_a_fake_never_takes_a_port_an_earlier_fake_had(
+    monkeypatch: pytest.MonkeyPatch, http: httpx.Client
+) -> None:
+    # LangChain caches its default httpx clients by base_url: a later fake on an earlier one's
+    # port would get that test's pooled connections (dead, or bound to a closed event loop).
+    # Here the kernel offers the earlier port first, as it does about once in 16 binds.
+    with FakeProvider() as earlier:
+        taken = earlier.port
+    real_bind, offered = socket.socket.bind, []
+
+    def bind(self: socket.socket, address: Any) -> None:
+        if address == ("127.0.0.1", 0) and not offered:
+            offered.append(taken)
+            address = ("127.0.0.1", taken)
+        real_bind(self, address)
+
+    monkeypatch.setattr(socket.socket, "bind", bind)
+    with FakeProvider() as later:
+        assert offered == [taken] and later.port != taken
+        response = http.post(later.url("p") + OPENAI, json=body())
+        assert response.json()["choices"][0]["message"]["content"] == "hello from p"
 
 
 def test_stop_releases_a_hung_request_and_joins_its_threads() -> None:

@@ -16,6 +16,13 @@ from ._providers import Providers
 
 __all__ = ["Server"]
 
+# Ports earlier servers of this process listened on. LangChain caches its default httpx clients
+# by base_url, so a later server on a reused port would meet an earlier test's pooled
+# connections: dead sockets, or ones bound to a closed event loop.
+_HANDED_OUT: set[int] = set()
+_HANDED_OUT_LOCK = threading.Lock()
+_TRIES = 64
+
 
 class Server(ThreadingHTTPServer):
     daemon_threads = True
@@ -31,7 +38,23 @@ class Server(ThreadingHTTPServer):
 
     def server_bind(self) -> None:
         # HTTPServer.server_bind does a reverse DNS lookup of the host; skip it.
-        socketserver.TCPServer.server_bind(self)
+        held: list[socket.socket] = []  # ports taken before: bound until done, so not re-offered
+        try:
+            for _ in range(_TRIES):
+                self.server_address = ("127.0.0.1", 0)  # the last bind wrote its port here
+                socketserver.TCPServer.server_bind(self)
+                port = self.socket.getsockname()[1]
+                with _HANDED_OUT_LOCK:
+                    if port not in _HANDED_OUT:
+                        _HANDED_OUT.add(port)
+                        break
+                held.append(self.socket)
+                self.socket = socket.socket(self.address_family, self.socket_type)
+            else:
+                raise OSError(f"no port on 127.0.0.1 unused by this process in {_TRIES} tries")
+        finally:
+            for old in held:
+                old.close()
         self.server_name, self.server_port = "127.0.0.1", self.server_address[1]
 
     def process_request(self, request: Any, client_address: Any) -> None:
