@@ -85,3 +85,39 @@ def test_a_probe_without_a_verdict_gives_its_slot_back_at_once(
         lambda: ask(two, clock.now, 30.0) is Admission.PROBE,
         timeout=5,
     )
+
+
+def test_outcomes_shared_after_the_open_time_never_open_the_breaker_again(
+    redis_server: RedisServer,
+) -> None:
+    # The outcomes that opened a breaker are spent. A writer that shares them late (a loaded
+    # host, a slow Redis) must not count them into the window after the open time, where they
+    # would open the breaker again, fleet-wide, for twice as long.
+    clock, admin = FakeClock(), redis_server.client()
+    one = RedisHealth(redis_server.client(), prefix="late", clock=clock)
+    try:
+        assert one.wait_until_shared(5)
+        admin.execute_command("CLIENT", "PAUSE", 60_000, "WRITE")
+        try:  # the writer waits on Redis with one batch; the opening goes in the next
+            one.record("other/model", Outcome.FAILURE, clock.now, BREAKER, probe=False)
+            wait_for("the writer to wait", lambda: admin.info("clients")["blocked_clients"], 5)
+
+            async def open_the_breaker() -> None:  # in a loop, so the writer shares it all
+                for _ in range(2):
+                    one.record(ROUTE, Outcome.FAILURE, clock.now, BREAKER, probe=False)
+
+            asyncio.run(open_the_breaker())
+            clock.advance(2)  # past open_s before the writer gets through
+        finally:
+            admin.execute_command("CLIENT", "UNPAUSE")
+
+        async def settle() -> None:
+            await one.asettle()
+
+        asyncio.run(settle())
+        (route,) = [h for h in one.fleet_view() if h.route == ROUTE]
+        assert route.breaker is not BreakerState.OPEN, route
+        assert one.admit(ROUTE, clock.now, BREAKER, lease_s=30.0)[0] is Admission.PROBE
+    finally:
+        one.close()
+        admin.close()

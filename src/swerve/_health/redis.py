@@ -274,11 +274,13 @@ class RedisHealth:
                 # The probe ended (with a verdict or without): its slot goes back now, not
                 # when its lease ends, so another process may probe the next period at once.
                 self._sync.send("half_open_release", route, slot)
-        self._sync.count(route, outcome, config)
-        if transition is not None:
-            if transition.after is BreakerState.OPEN and transition.open_until is not None:
-                self._sync.send_now("breaker", route, (transition.open_until, config))
-            elif transition.after is BreakerState.CLOSED:
+        if transition is None:
+            self._sync.count(route, outcome, config)
+        elif transition.after is BreakerState.OPEN and transition.open_until is not None:
+            self._sync.opened(route, transition.open_until, config)
+        else:
+            self._sync.count(route, outcome, config)
+            if transition.after is BreakerState.CLOSED:
                 self._sync.send("breaker", route, (None, config))
         return transition
 

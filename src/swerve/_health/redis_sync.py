@@ -257,6 +257,14 @@ class RedisSync:
                 self._failed = True
                 self._wake.notify()
 
+    def opened(self, route: str, open_until: float, config: BreakerConfig) -> None:
+        """This process's breaker for ``route`` opened: sent at once. The outcomes not yet
+        counted are the ones that opened it, and the fleet's window empties as it opens: sent
+        after it, by a writer that runs late, they would open it again."""
+        with self._wake:
+            self._counts.pop(route, None)
+        self.send_now("breaker", route, (open_until, config))
+
     def observe_latency(self, route: str, seconds: float, now: float) -> None:
         """A time to first chunk: in the local view at once, and in the writer's next batch.
         While Redis is away the batch waits (two windows of counts per route at most), and
