@@ -208,12 +208,12 @@ def unaccepting_port() -> Iterator[int]:
 
 HANGS = [
     # kind, limits, stream variants, what ends the call
-    ("connect", {"attempt_timeout_s": 0.25}, [False, True], "swap"),
-    # Half a second: the backup's first token must arrive before it, even on a loaded machine.
+    # Half a second: whatever ends the primary's attempt, the backup's whole answer (or its
+    # first token, or first content chunk) must come before it, even on a loaded machine.
+    ("connect", {"attempt_timeout_s": 0.5}, [False, True], "swap"),
     ("first_byte", {"first_token_timeout_s": 0.5}, [True], "swap"),
-    # Half a second: the first content chunk must arrive before it, even on a loaded machine.
     ("stall", {"stall_timeout_s": 0.5}, [True], "timeout"),
-    ("attempt", {"attempt_timeout_s": 0.25}, [False, True], "swap"),
+    ("attempt", {"attempt_timeout_s": 0.5}, [False, True], "swap"),
     ("deadline", {"deadline_s": 0.4}, [False, True], "timeout"),
 ]
 
@@ -451,7 +451,7 @@ def test_gzip_bodies_and_bombs(
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "json"])
 @pytest.mark.parametrize(
     "limits",
-    [{"stall_timeout_s": 0.3}, {"attempt_timeout_s": 0.6, "deadline_s": 1.2}],
+    [{"stall_timeout_s": 0.5}, {"attempt_timeout_s": 0.6, "deadline_s": 1.2}],
     ids=["stall", "attempt+deadline"],
 )
 def test_a_dribbling_upstream_is_bounded(
