@@ -63,6 +63,7 @@ class Attempt:
         "_input_tokens",
         "_limited",
         "_output_tokens",
+        "_usage",
         "number",
         "observed",
         "read_timeout",
@@ -111,6 +112,7 @@ class Attempt:
         self._finish_reasons: list[str] = []
         self._cache_read_tokens: int | None = None
         self._cache_write_tokens: int | None = None
+        self._usage: Usage | None = None  # usage, made once until the next report
         # What the wire said (report_request, report_response): plain attributes, read on
         # every call's end.
         self.request_model: str = route.model
@@ -172,16 +174,21 @@ class Attempt:
         if cache_write_tokens is not None:
             self._cache_write_tokens = cache_write_tokens
         self._finish_reasons.extend(finish_reasons)
+        self._usage = None
 
     @property
     def usage(self) -> Usage:
-        return Usage(
-            self._input_tokens,
-            self._output_tokens,
-            tuple(self._finish_reasons),
-            self._cache_read_tokens,
-            self._cache_write_tokens,
-        )
+        # Read by the attempt's end, the call's span and its measurements: made once.
+        usage = self._usage
+        if usage is None:
+            usage = self._usage = Usage(
+                self._input_tokens,
+                self._output_tokens,
+                tuple(self._finish_reasons),
+                self._cache_read_tokens,
+                self._cache_write_tokens,
+            )
+        return usage
 
     def report_request(
         self,

@@ -54,17 +54,18 @@ class AttributeBounds:
     """One Telemetry's caps: route names past ROUTE_LIMIT and error types past
     ERROR_TYPE_LIMIT become OVERFLOW."""
 
-    __slots__ = ("_errors", "route")
+    __slots__ = ("error_type", "route")
 
     def __init__(self) -> None:
         self.route = _Bounded(ROUTE_LIMIT)
         """One route name, bounded."""
-        self._errors = _Bounded(ERROR_TYPE_LIMIT)
+        self.error_type = _Bounded(ERROR_TYPE_LIMIT)
+        """One ``error.type`` value, bounded."""
 
     def __call__(self, attributes: Attributes) -> dict[str, AttributeValue]:
         """``attributes`` for a metric, each route name and error type bounded."""
         out = dict(attributes)
-        route, errors = self.route, self._errors
+        route, errors = self.route, self.error_type
         for key, value in out.items():
             # A value already known passes as it is (_Bounded.__call__'s hot path, written out:
             # every call's metrics pass here).

@@ -343,12 +343,13 @@ class Telemetry:
         call span's, so a backend that keeps exemplars links each duration to its trace."""
         if not metered:
             return  # what start_call said of this call's measurements (metering())
-        attrs: dict[str, AttributeValue] = {n.ROUTE_REQUESTED: requested}
+        # self.bounded(), written out: every call's measurements are bounded here.
+        bounds = self._bounds
+        attrs: dict[str, AttributeValue] = {n.ROUTE_REQUESTED: bounds.route(requested)}
         if served is not None:
-            attrs[n.ROUTE_SERVED] = served
+            attrs[n.ROUTE_SERVED] = bounds.route(served)
         if error_type is not None:
-            attrs[n.ERROR_TYPE] = error_type
-        attrs = self._bounds(attrs)  # not self.bounded: one call less per call
+            attrs[n.ERROR_TYPE] = bounds.error_type(error_type)
         self.call_duration.record(duration, attrs, context)
         if added is not None:
             self.added_latency.record(added, attrs, context)
@@ -484,13 +485,16 @@ class Telemetry:
         ``asked``: the model the call asked for on the wire, which names it from now on.
         ``nested``: the call runs inside another instrumentation's LLM span, which counts the
         tokens already; its span then carries no usage, so a backend counts them once."""
+        attrs: dict[str, AttributeValue] = {
+            n.GEN_AI_RESPONSE_MODEL: attempt.response_model or attempt.request_model
+        }
+        # The span began with the requested route's model and provider: set again only when
+        # they changed (each attribute set costs the SDK a check and a lock).
         if asked != named:
             span.update_name(n.SPAN_CALL.format(operation=operation, model=asked))
-        attrs: dict[str, AttributeValue] = {
-            n.GEN_AI_REQUEST_MODEL: asked,
-            n.GEN_AI_PROVIDER_NAME: attempt.route.provider,
-            n.GEN_AI_RESPONSE_MODEL: attempt.response_model or attempt.request_model,
-        }
+            attrs[n.GEN_AI_REQUEST_MODEL] = asked
+        if (provider := attempt.route.provider) != attempt.requested.provider:
+            attrs[n.GEN_AI_PROVIDER_NAME] = provider
         _answered_by(attempt, attrs)
         usage = attempt.usage
         if usage.finish_reasons:
@@ -586,10 +590,13 @@ class Telemetry:
         # attempt_ended(), written out: every attempt ends here (``metered``: start_call's word).
         if not metered:
             return
-        counted: dict[str, AttributeValue] = {n.ROUTE: route, n.ATTEMPT_OUTCOME: outcome}
+        bounds = self._bounds  # bounded as self.bounded() would, written out
+        counted: dict[str, AttributeValue] = {
+            n.ROUTE: bounds.route(route),
+            n.ATTEMPT_OUTCOME: outcome,
+        }
         if failure is not None:
-            counted[n.ERROR_TYPE] = failure.error_type
-        counted = self._bounds(counted)
+            counted[n.ERROR_TYPE] = bounds.error_type(failure.error_type)
         self.attempts.add_bounded(1, counted)
         self.attempt_duration.record(duration, counted, context)
         if outcome == "failure":
