@@ -166,7 +166,7 @@ class _StreamBase(Generic[C]):
         self._mid_stream = mid_stream
         self._live = live
         self._run: Call | None = None
-        self._state = _StreamState(spec, live, mid_stream == "restart")
+        self._state = self._fresh_state()
         self._reset: StreamReset | None = None
         self._passed: tuple[AttemptRecord, ...] = ()  # a passthrough's one attempt, once it ended
         self._racing: list[Lane] = []  # the lanes of a hedge race not settled yet
@@ -313,9 +313,7 @@ class _StreamBase(Generic[C]):
                 lane = Lane(source, run.attempt_context)
                 parked[first] = hedged
                 lanes.append(lane)
-                states[lane] = self._state = _StreamState(
-                    self._spec, self._live, self._mid_stream == "restart"
-                )
+                states[lane] = self._state = self._fresh_state()
                 continue
             lane, chunk = got
             if lane in parked:  # the other lane's chunk: its attempt becomes current
@@ -357,8 +355,12 @@ class _StreamBase(Generic[C]):
         return True
 
     def _begin(self, run: Call) -> Attempt:
-        self._state = _StreamState(self._spec, self._live, self._mid_stream == "restart")
+        self._state = self._fresh_state()
         return run.begin()
+
+    def _fresh_state(self) -> _StreamState[C]:
+        """An attempt's stream state (only a restart counts the parts it delivered)."""
+        return _StreamState(self._spec, self._live, self._mid_stream == "restart")
 
     def _release(self, out: list[C]) -> list[C | StreamReset]:
         """Chunks for the consumer, behind a pending reset marker if there is one."""
