@@ -177,8 +177,9 @@ def test_a_paused_redis_never_holds_a_call_up_for_longer_than_its_op_timeout(
     otel: TelemetryRecorder, logs: pytest.LogCaptureFixture,
 ) -> None:  # fmt: skip
     # Every Redis operation is bounded by the store's timeout (from_url's timeout_s, set here
-    # well apart from the noise of two busy cores), and a call makes at most one.
-    op_timeout_s = 0.5
+    # well apart from the noise of two busy cores: at 0.5 s, a loop starved by the rest of the
+    # suite once lagged 0.49 s), and a call makes at most one.
+    op_timeout_s = 1.0
     # One operation's timeout, and room for the call itself on two cores that the rest of the
     # suite keeps busy (0.5 s of room was once 0.16 s short); a held call would take far longer.
     bound_s = op_timeout_s + 1.0
