@@ -219,11 +219,12 @@ class AsyncFailoverTransport(_Transport, httpx.AsyncBaseTransport):
     Any async inner transport can serve the upstreams (set ``Upstream.transport``): swerve
     only needs ``handle_async_request``.
 
-    swerve ends an attempt that runs out of time by cancelling the wait for it. The send
-    itself (pool, connect, request, response head) is never cancelled mid-way when its httpx
-    timeouts bound it: httpcore's pool keeps a connection it had assigned to a cancelled
-    request, never connected, for good, until every later request waits for a free one. Such
-    a send runs on by itself to its own timeout, and its response is closed.
+    swerve ends an attempt that runs out of time by cancelling it. On an inner transport of
+    httpx's (httpcore 1.0) the send itself (pool, connect, request, response head) is never
+    cancelled mid-way when its httpx timeouts bound it: httpcore's pool keeps a connection it
+    had assigned to a cancelled request, never connected, for good, until every later request
+    waits for a free one. Such a send runs on by itself to its own timeout, and its response
+    is closed. httpx2's pools (httpcore2) and ``MockTransport`` are cancelled as they are.
     """
 
     async def handle_async_request(self, request: Request) -> Any:
@@ -312,10 +313,12 @@ class AsyncFailoverTransport(_Transport, httpx.AsyncBaseTransport):
 
     async def _unbroken(self, inner: Any, request: Request) -> Response:
         """``inner.handle_async_request(request)``, never cancelled mid-way when it is bounded
-        by its own timeouts (see the class docstring)."""
+        by its own timeouts and cancelling it could strand a pool connection (see the class
+        docstring)."""
         response: Response
-        if not _bounded_by_client(request):
-            response = await inner.handle_async_request(request)  # nothing would end it: cancel
+        if id(inner) in self._routing.cut_safe or not _bounded_by_client(request):
+            # Safe to cancel, or nothing else would end it: the engine's cut ends it.
+            response = await inner.handle_async_request(request)
             return response
         task = asyncio.ensure_future(inner.handle_async_request(request))
         try:

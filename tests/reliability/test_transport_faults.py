@@ -571,3 +571,32 @@ async def test_cancelled_attempts_leave_no_dead_pool(
         measured=f"{burst} calls cut at {limit}s and swapped in {burst_s:.2f}s; "
         f"{2 * size} calls on the recovered primary in {after_s:.3f}s; 0 orphaned connections",
     )
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("inner", ["httpx2-pool", "mock"])
+async def test_a_send_cut_where_cancelling_is_safe_leaves_nothing_running(
+    fake: FakeProvider, inner: str
+) -> None:
+    """httpx2's pools (httpcore2) and ``MockTransport`` give back what a cancelled send held, so
+    an attempt cut by its time limit cancels its send there: nothing of it runs on after the
+    call, even with the client's timeouts bounding it (an httpx pool's is left to end)."""
+    hung = asyncio.Event()  # never set: a mock upstream that hangs
+
+    async def hang(request: httpx2.Request) -> httpx2.Response:
+        await hung.wait()
+        raise AssertionError("unreachable")
+
+    own = {"openrouter": httpx2.MockTransport(hang)} if inner == "mock" else {}
+    fake.set_fault("openrouter", Fault.hang())
+    fo = Failover(config(attempt_timeout_s=0.5), MemoryHealth())
+    transport = AsyncFailoverTransport(upstreams(fake, **own), failover=fo)
+    body = {"model": OR, "messages": MESSAGES}
+    async with httpx2.AsyncClient(transport=transport, timeout=30) as client:
+        before = asyncio.all_tasks()
+        answer = await client.post(URL["openai"], json=body)
+        running = asyncio.all_tasks() - before
+        assert answer.status_code == 200
+        assert answer.headers["x-swerve-route"] == BK
+        assert running == set(), running
+        fake.set_fault("openrouter", Fault.ok())  # releases the hung request before closing

@@ -26,7 +26,7 @@ from .._engine.routes import Route
 from .._wire.payloads import JsonRules
 from .._wire.rules import Wire, prepare_for_route, speaks_to_claude
 from .flavour import URL, Flavour, Request, Response, flavour_of
-from .io_bound import install
+from .io_bound import cut_safe, install
 from .reading import AUTH_HEADERS, SCAN_JSON, secrets_of
 from .upstream import (
     ENDPOINTS,
@@ -205,6 +205,11 @@ class Routing:
         # ones swerve makes, and an upstream's own httpx / httpx2 HTTPTransport.
         self.clamped: set[int] = {
             id(up.transport) for up in self.upstreams.values() if install(up.transport)
+        }
+        # The inner transports whose sends an async attempt may cancel when it runs out of time
+        # (the rest are left to end by themselves: see AsyncFailoverTransport).
+        self.cut_safe: set[int] = {
+            id(up.transport) for up in self.upstreams.values() if cut_safe(up.transport)
         }
         self._ways: dict[tuple[str, str], _Way] = {}  # by flavour and route
         self._check(config if config is not None else failover.config)
@@ -443,6 +448,8 @@ class Routing:
         )
         if install(transport):
             self.clamped.add(id(transport))
+        if cut_safe(transport):
+            self.cut_safe.add(id(transport))
         return transport
 
     def transports(self, cache: dict[Any, Any]) -> list[Any]:
