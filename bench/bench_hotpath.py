@@ -84,6 +84,9 @@ BODY = json.dumps(
     }
 ).encode()
 WARMUP = 300
+# The SDK parses its base URL on every request, a character at a time: both sides get URLs (and
+# keys) of one length, so that parse costs them alike and swerve minus bare is swerve's own.
+BARE_URL, SWERVE_URL, KEY = "http://p.invalid/v1", "http://s.invalid/v1", "k"
 CONCURRENCY = 32
 ROUNDS = 4
 
@@ -139,8 +142,8 @@ def upstreams() -> dict[str, Upstream]:
 
 def bare_client() -> openai.OpenAI:
     return openai.OpenAI(
-        base_url="http://p.invalid/v1",
-        api_key="k",
+        base_url=BARE_URL,
+        api_key=KEY,
         max_retries=0,
         http_client=httpx2.Client(transport=httpx2.MockTransport(canned)),
     )
@@ -151,8 +154,8 @@ def swerve_client(telemetry: Telemetry) -> openai.OpenAI:
     # type is httpx's BaseTransport (it serves httpx2 too), hence the casts for the checker.
     transport = FailoverTransport(upstreams(), failover=failover(telemetry))
     client = openai.OpenAI(
-        base_url="http://swerve.invalid/v1",
-        api_key="unused",
+        base_url=SWERVE_URL,
+        api_key=KEY,
         max_retries=0,
         http_client=httpx2.Client(transport=cast("httpx2.BaseTransport", transport)),
     )
@@ -418,11 +421,11 @@ async def _async_sides(seconds: float) -> tuple[float, float]:
         httpx2.AsyncClient(transport=cast("httpx2.AsyncBaseTransport", transport)) as swerve_http,
     ):
         bare = openai.AsyncOpenAI(
-            base_url="http://p.invalid/v1", api_key="k", max_retries=0, http_client=bare_http
+            base_url=BARE_URL, api_key=KEY, max_retries=0, http_client=bare_http
         )
         wrapped = openai.AsyncOpenAI(
-            base_url="http://swerve.invalid/v1",
-            api_key="unused",
+            base_url=SWERVE_URL,
+            api_key=KEY,
             max_retries=0,
             http_client=swerve_http,
         )

@@ -25,8 +25,11 @@ from typing import Any, cast
 import httpx2
 import openai
 from bench_hotpath import (
+    BARE_URL,
+    KEY,
     MESSAGES,
     ROUTE,
+    SWERVE_URL,
     WARMUP,
     bare_client,
     caller,
@@ -50,12 +53,12 @@ def _counted(on: bool) -> None:
 def _async_caller(side: str) -> Callable[[], Awaitable[object]]:
     if side == "bare":
         http = httpx2.AsyncClient(transport=httpx2.MockTransport(canned))
-        url = "http://p.invalid/v1"
+        url = BARE_URL
     else:
         transport = AsyncFailoverTransport(upstreams(), failover=failover(untraced()))
         http = httpx2.AsyncClient(transport=cast("httpx2.AsyncBaseTransport", transport))
-        url = "http://swerve.invalid/v1"
-    client = openai.AsyncOpenAI(base_url=url, api_key="k", max_retries=0, http_client=http)
+        url = SWERVE_URL
+    client = openai.AsyncOpenAI(base_url=url, api_key=KEY, max_retries=0, http_client=http)
 
     async def one() -> object:
         return await client.chat.completions.create(model=ROUTE, messages=MESSAGES)
