@@ -888,9 +888,9 @@ def _returned(headers: Headers) -> list[tuple[bytes, bytes]]:
 def _served_by(attempt: Attempt) -> list[tuple[bytes, bytes]]:
     """swerve's headers on a response ``attempt`` produced: the route that answered and the
     attempts made (the attempt's number), and the route requested when it is another."""
-    route = str(attempt.route)
+    route = attempt.route.name
     headers = [(ROUTE_HEADER, route), (ATTEMPTS_HEADER, str(attempt.number))]
-    requested = str(attempt.requested)
+    requested = attempt.requested.name
     if requested != route:
         headers.append((REQUESTED_HEADER, requested))
     return [(k.encode(), v.encode()) for k, v in headers]
