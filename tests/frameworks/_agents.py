@@ -15,8 +15,9 @@ ANSWER = "It is sunny in Oslo."
 QUESTION = "What is the weather in Oslo?"
 SWERVE_URL = "http://swerve.invalid/v1"  # where the clients send: the transport routes by model
 
-# Short limits: a hung primary costs the test at most this much real time. The fake serves the
-# fallback in milliseconds, so they never cut a healthy attempt.
+# Short limits, for the hang only: a hung primary costs the test at most this much real time.
+# They bound the fallback's attempts too, so the other faults go without: a loaded machine
+# cannot time out a fallback that answers (one once took over a second to).
 FIRST_TOKEN_S = 0.5
 ATTEMPT_S = 1.0
 
@@ -28,18 +29,20 @@ FAULTS = {
 }
 
 
-def config() -> FallbackConfig:
-    # No retries: the primary gets exactly one request, and no backoff is waited.
+def config(fault: str) -> FallbackConfig:
+    """For an outage by ``fault`` (a name in FAULTS). No retries: the primary gets exactly one
+    request, and no backoff is waited."""
+    hang = fault == "hang"
     return FallbackConfig(
         fallbacks={PRIMARY: FALLBACK},
         max_retries=0,
-        attempt_timeout_s=ATTEMPT_S,
-        first_token_timeout_s=FIRST_TOKEN_S,
+        attempt_timeout_s=ATTEMPT_S if hang else None,
+        first_token_timeout_s=FIRST_TOKEN_S if hang else None,
     )
 
 
-def failover() -> Failover:
-    return Failover(config(), health=MemoryHealth())
+def failover(fault: str) -> Failover:
+    return Failover(config(fault), health=MemoryHealth())
 
 
 def provider(route: str) -> str:
@@ -89,9 +92,9 @@ def upstreams(fake: FakeProvider) -> dict[str, Upstream]:
     }
 
 
-def transport(fake: FakeProvider) -> FailoverTransport:
-    return FailoverTransport(upstreams(fake), failover=failover())
+def transport(fake: FakeProvider, fault: str) -> FailoverTransport:
+    return FailoverTransport(upstreams(fake), failover=failover(fault))
 
 
-def async_transport(fake: FakeProvider) -> AsyncFailoverTransport:
-    return AsyncFailoverTransport(upstreams(fake), failover=failover())
+def async_transport(fake: FakeProvider, fault: str) -> AsyncFailoverTransport:
+    return AsyncFailoverTransport(upstreams(fake), failover=failover(fault))

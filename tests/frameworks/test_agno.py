@@ -34,7 +34,7 @@ from ._agents import (
 )
 
 
-def model(fake: FakeProvider) -> OpenAIChat:
+def model(fake: FakeProvider, fault: str) -> OpenAIChat:
     # Agno's own retries (Model.retries) are off by default; the SDK's are turned off here.
     return OpenAIChat(
         id=PRIMARY,
@@ -42,13 +42,13 @@ def model(fake: FakeProvider) -> OpenAIChat:
             base_url=SWERVE_URL,
             api_key="unused",
             max_retries=0,
-            http_client=httpx2.Client(transport=transport(fake)),
+            http_client=httpx2.Client(transport=transport(fake, fault)),
         ),
         async_client=openai.AsyncOpenAI(
             base_url=SWERVE_URL,
             api_key="unused",
             max_retries=0,
-            http_client=httpx2.AsyncClient(transport=async_transport(fake)),
+            http_client=httpx2.AsyncClient(transport=async_transport(fake, fault)),
         ),
     )
 
@@ -93,7 +93,7 @@ def test_agent_fails_over_and_runs_the_tool_once(
 ) -> None:
     script_outage(fake_provider, fault)
     weather = Weather()
-    agent = Agent(model=model(fake_provider), tools=[weather_tool(weather)], telemetry=False)
+    agent = Agent(model=model(fake_provider, fault), tools=[weather_tool(weather)], telemetry=False)
 
     assert _run(agent, mode) == ANSWER
     assert_served_by_fallback(fake_provider, weather)
@@ -115,7 +115,7 @@ def test_structured_output_from_the_fallback(
     script_outage(fake_provider, fault, Reply(text=forecast.model_dump_json()))
     weather = Weather()
     agent = Agent(
-        model=model(fake_provider),
+        model=model(fake_provider, fault),
         tools=[weather_tool(weather)],
         output_schema=Forecast,
         telemetry=False,  # agno reports runs to its own service by default

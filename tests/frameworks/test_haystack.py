@@ -36,7 +36,7 @@ from ._agents import (
 )
 
 
-def generator(fake: FakeProvider, **kwargs: Any) -> OpenAIChatGenerator:
+def generator(fake: FakeProvider, fault: str, **kwargs: Any) -> OpenAIChatGenerator:
     # max_retries=0: the generator's default is 5 retries of its own, under swerve's.
     chat = OpenAIChatGenerator(
         api_key=Secret.from_token("unused"),
@@ -50,13 +50,13 @@ def generator(fake: FakeProvider, **kwargs: Any) -> OpenAIChatGenerator:
         base_url=SWERVE_URL,
         api_key="unused",
         max_retries=0,
-        http_client=httpx2.Client(transport=transport(fake)),
+        http_client=httpx2.Client(transport=transport(fake, fault)),
     )
     chat.async_client = openai.AsyncOpenAI(
         base_url=SWERVE_URL,
         api_key="unused",
         max_retries=0,
-        http_client=httpx2.AsyncClient(transport=async_transport(fake)),
+        http_client=httpx2.AsyncClient(transport=async_transport(fake, fault)),
     )
     return chat
 
@@ -107,7 +107,7 @@ def test_agent_fails_over_and_runs_the_tool_once(
 
     callback = (on_chunk if mode == "run" else on_chunk_async) if streaming else None
     agent = Agent(
-        chat_generator=generator(fake_provider),
+        chat_generator=generator(fake_provider, fault),
         tools=[weather_tool(weather)],
         streaming_callback=callback,
     )
@@ -138,7 +138,10 @@ def test_structured_answer_from_the_fallback(
     # openai's parse() (which a response_format takes) reads tool calls of strict tools only.
     agent = Agent(
         chat_generator=generator(
-            fake_provider, generation_kwargs={"response_format": Forecast}, tools_strict=True
+            fake_provider,
+            fault,
+            generation_kwargs={"response_format": Forecast},
+            tools_strict=True,
         ),
         tools=[weather_tool(weather)],
     )

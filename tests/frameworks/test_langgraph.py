@@ -40,7 +40,7 @@ from ._agents import (
 INPUT = {"messages": [{"role": "user", "content": QUESTION}]}
 
 
-def chat_model(fake: FakeProvider, engine: Failover | None = None) -> FailoverChatModel:
+def chat_model(fake: FakeProvider, fault: str, engine: Failover | None = None) -> FailoverChatModel:
     def route(name: str) -> ChatOpenAI:
         return ChatOpenAI(
             base_url=f"{fake.url(provider(name))}/v1",
@@ -52,7 +52,7 @@ def chat_model(fake: FakeProvider, engine: Failover | None = None) -> FailoverCh
     return FailoverChatModel(
         routes={PRIMARY: route(PRIMARY), FALLBACK: route(FALLBACK)},
         primary=PRIMARY,
-        failover=engine if engine is not None else Failover(config(), health=MemoryHealth()),
+        failover=engine if engine is not None else Failover(config(fault), health=MemoryHealth()),
     )
 
 
@@ -95,7 +95,7 @@ def test_agent_fails_over_and_runs_the_tool_once(
 ) -> None:
     script_outage(fake_provider, fault)
     weather = Weather()
-    agent = create_agent(model=chat_model(fake_provider), tools=[weather_tool(weather)])
+    agent = create_agent(model=chat_model(fake_provider, fault), tools=[weather_tool(weather)])
 
     assert _run(agent, mode) == ANSWER
     assert_served_by_fallback(fake_provider, weather)
@@ -120,7 +120,7 @@ def test_structured_response_from_the_fallback(
     script_outage(fake_provider, fault, final)
     weather = Weather()
     agent = create_agent(
-        model=chat_model(fake_provider),
+        model=chat_model(fake_provider, fault),
         tools=[weather_tool(weather)],
         response_format=ToolStrategy(Forecast),
     )
@@ -146,8 +146,10 @@ def test_swerve_call_span_nests_under_the_langchain_llm_span(
     instrumentor = LangChainInstrumentor()
     instrumentor.instrument(tracer_provider=recorder.tracer_provider)
     try:
-        engine = Failover(config(), health=MemoryHealth(), telemetry=recorder.telemetry)
-        agent = create_agent(model=chat_model(fake_provider, engine), tools=[weather_tool(weather)])
+        engine = Failover(config("503"), health=MemoryHealth(), telemetry=recorder.telemetry)
+        agent = create_agent(
+            model=chat_model(fake_provider, "503", engine), tools=[weather_tool(weather)]
+        )
         assert agent.invoke(INPUT)["messages"][-1].content == ANSWER
     finally:
         instrumentor.uninstrument()
