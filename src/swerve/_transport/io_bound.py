@@ -11,6 +11,9 @@ The current attempt's limits are a :class:`~contextvars.ContextVar`, set by the 
 around the send (and, sync, around each read of the body): a thread per call and an asyncio
 task per send each see their own. Outside an attempt (a request passed through, another client
 sharing the transport) the streams are the backend's own, untouched.
+
+Which inner transports an async attempt may cancel mid-send (:func:`cut_safe`) is read here
+too: it is a property of their pools, as the clamp is.
 """
 
 from __future__ import annotations
