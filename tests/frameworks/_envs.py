@@ -21,6 +21,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from swerve.testing import Fault
+
 ROOT = Path(__file__).resolve().parents[2]
 FRAMEWORKS_MD = ROOT / "docs" / "frameworks.md"
 
@@ -35,13 +37,19 @@ PROVIDER_HOSTS = {"api.openai.com": "openai", "openrouter.ai": "openrouter"}
 PORT_VAR = "SWERVE_FAKE_PROVIDER_PORT"
 
 # What the recipes read from the environment: keys (the fake takes any), and the time an
-# attempt may take, short for the hang yet long enough for a first request's lazy imports and
-# connect on a busy machine (0.5 s was not, with two test workers).
-RECIPE_ENV = {
+# attempt may take.
+RECIPE_KEYS = {
     "OPENAI_API_KEY": "test-key-openai",
     "OPENROUTER_API_KEY": "test-key-openrouter",
-    "LLM_TIMEOUT_S": "2",
 }
+
+
+def recipe_env(fault: Fault) -> dict[str, str]:
+    """The recipes' environment for a primary failing by ``fault``. A hang is ended by the
+    attempt's time limit: short, yet long enough for a first request's lazy imports and connect
+    on a busy machine (0.5 s was not, with two test workers). Any other fault leaves the limit
+    long, so a loaded machine cannot time out an attempt that answers (2 s once did)."""
+    return {**RECIPE_KEYS, "LLM_TIMEOUT_S": "2" if fault.kind == "hang" else "30"}
 
 
 def uv() -> str:

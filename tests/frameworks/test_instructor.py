@@ -54,9 +54,9 @@ def fake() -> Iterator[FakeProvider]:
         yield fake
 
 
-def _run(fake: FakeProvider, program: str, reason: str) -> list[dict[str, str]]:
+def _run(fake: FakeProvider, fault: Fault, program: str, reason: str) -> list[dict[str, str]]:
     """The recipe's printed objects, after checking that each swap had the fault's reason."""
-    done = _envs.run("instructor", program, fake.port, **_envs.RECIPE_ENV)
+    done = _envs.run("instructor", program, fake.port, **_envs.recipe_env(fault))
     assert done.returncode == 0, done.stderr
     swaps = [line for line in done.stderr.splitlines() if "switched model" in line]
     assert swaps, done.stderr
@@ -69,7 +69,7 @@ def test_sync_structured_output_from_the_fallback(
     fake: FakeProvider, fault: Fault, reason: str
 ) -> None:
     fake.set_fault("openai", fault)
-    assert _run(fake, _envs.recipe("instructor"), reason) == [WEATHER]
+    assert _run(fake, fault, _envs.recipe("instructor"), reason) == [WEATHER]
     # One request each: the primary's failure, the fallback's answer; instructor re-asked none.
     assert fake.requests("openai") == fake.requests("openrouter") == 1
     (asked,) = fake.received("openrouter")
@@ -83,7 +83,7 @@ def test_async_streamed_partials_from_the_fallback(
 ) -> None:
     fake.set_fault("openai", fault)
     program = _envs.recipe("instructor") + ASYNC_STREAMED
-    assert _run(fake, program, reason) == [WEATHER, WEATHER]
+    assert _run(fake, fault, program, reason) == [WEATHER, WEATHER]
     # The recipe's call, then the streamed one: each failed once on the primary, then was
     # answered by the fallback, with no re-ask.
     assert fake.requests("openai") == fake.requests("openrouter") == 2

@@ -44,9 +44,9 @@ def fake() -> Iterator[FakeProvider]:
         yield fake
 
 
-def _run(fake: FakeProvider, program: str, reason: str) -> list[str]:
+def _run(fake: FakeProvider, fault: Fault, program: str, reason: str) -> list[str]:
     """The recipe's printed lines, after checking that each swap had the fault's reason."""
-    done = _envs.run("llama-index", program, fake.port, **_envs.RECIPE_ENV)
+    done = _envs.run("llama-index", program, fake.port, **_envs.recipe_env(fault))
     assert done.returncode == 0, done.stderr
     swaps = [line for line in done.stderr.splitlines() if "switched model" in line]
     assert swaps, done.stderr
@@ -60,7 +60,7 @@ def test_async_streamed_agent_from_the_fallback(
 ) -> None:
     fake.script("openrouter", [TOOL_TURN, Reply(text=ANSWER)])
     fake.set_fault("openai", fault)
-    assert _run(fake, _envs.recipe("llama-index"), reason) == [f"{ANSWER} ['Oslo']"]
+    assert _run(fake, fault, _envs.recipe("llama-index"), reason) == [f"{ANSWER} ['Oslo']"]
     # The primary failed the first turn and cooled down; the fallback served both turns.
     assert fake.requests("openai") == 1
     assert fake.requests("openrouter") == 2 and fake.remaining("openrouter") == 0
@@ -77,7 +77,7 @@ def test_async_streamed_agent_from_the_fallback(
 def test_sync_tool_call_from_the_fallback(fake: FakeProvider, fault: Fault, reason: str) -> None:
     fake.script("openrouter", [TOOL_TURN, Reply(text=ANSWER), TOOL_TURN])
     fake.set_fault("openai", fault)
-    lines = _run(fake, _envs.recipe("llama-index") + SYNC_TOOL_CALL, reason)
+    lines = _run(fake, fault, _envs.recipe("llama-index") + SYNC_TOOL_CALL, reason)
     assert lines == [f"{ANSWER} ['Oslo']", "sunny in Oslo ['Oslo']"]
     # The agent's first turn and the sync call each failed once on the primary.
     assert fake.requests("openai") == 2
