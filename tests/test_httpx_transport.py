@@ -161,7 +161,7 @@ def test_final_error_response_is_the_upstreams_own(client: Client, fake: FakePro
 
 
 def test_hang_times_out_and_swaps(mode: Mode, fake: FakeProvider, make_failover: Any) -> None:
-    fo = make_failover(CONFIG.model_copy(update={"attempt_timeout_s": 0.3, "max_retries": 0}))
+    fo = make_failover(CONFIG.model_copy(update={"attempt_timeout_s": 0.5, "max_retries": 0}))
     fake.set_fault("openrouter", Fault.hang())
     with mode.client(upstreams(fake), failover=fo) as c:
         assert openai_stream_text(c) == "from backup"

@@ -177,12 +177,12 @@ async def test_a_hanging_route_is_left_after_one_timeout(
 async def test_a_stream_that_stalls_before_its_first_token_swaps_after_one_stall(
     mode: str, fake: FakeProvider, make_failover: Callable[..., Failover], otel: Otel
 ) -> None:
-    timeout = {"timeout": 0.3} if is_sync(mode) else {}  # sync: the route model's own limit
+    timeout = {"timeout": 0.5} if is_sync(mode) else {}  # sync: the route model's own limit
     model = FailoverChatModel(
         routes={STALL: chat_openai(fake, "stall", **timeout), F: chat_anthropic(fake, "fallback")},
         primary=STALL,
         failover=make_failover(
-            seed_config(fallbacks={STALL: F}, first_token_timeout_s=0.3, max_retries=2)
+            seed_config(fallbacks={STALL: F}, first_token_timeout_s=0.5, max_retries=2)
         ),
     )
     fake.set_fault("stall", Fault.slow(first_token_s=5.0))
