@@ -274,14 +274,14 @@ class RedisHealth:
                 # The probe ended (with a verdict or without): its slot goes back now, not
                 # when its lease ends, so another process may probe the next period at once.
                 self._sync.send("half_open_release", route, slot)
-        if transition is None:
-            self._sync.count(route, outcome, config)
-        elif transition.after is BreakerState.OPEN and transition.open_until is not None:
-            self._sync.opened(route, transition.open_until, config)
-        else:
-            self._sync.count(route, outcome, config)
-            if transition.after is BreakerState.CLOSED:
-                self._sync.send("breaker", route, (None, config))
+        after = transition.after if transition is not None else None
+        until = transition.open_until if transition is not None else None
+        if after is BreakerState.OPEN and until is not None:
+            self._sync.opened(route, until, config)  # the outcome is spent on the opening
+            return transition
+        self._sync.count(route, outcome, config)
+        if after is BreakerState.CLOSED:
+            self._sync.send("breaker", route, (None, config))
         return transition
 
     def clear(self, route: str | None = None) -> None:

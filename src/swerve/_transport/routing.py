@@ -203,14 +203,13 @@ class Routing:
         self.limit = max_body_bytes
         # The inner transports whose every socket operation keeps to the attempt's time: the
         # ones swerve makes, and an upstream's own httpx / httpx2 HTTPTransport.
-        self.clamped: set[int] = {
-            id(up.transport) for up in self.upstreams.values() if install(up.transport)
-        }
+        self.clamped: set[int] = set()
         # The inner transports whose sends an async attempt may cancel when it runs out of time
         # (the rest are left to end by themselves: see AsyncFailoverTransport).
-        self.cut_safe: set[int] = {
-            id(up.transport) for up in self.upstreams.values() if cut_safe(up.transport)
-        }
+        self.cut_safe: set[int] = set()
+        for up in self.upstreams.values():
+            if up.transport is not None:
+                self._bound(up.transport)
         self._ways: dict[tuple[str, str], _Way] = {}  # by flavour and route
         self._check(config if config is not None else failover.config)
         # Last: a transport that was refused claims nothing.
@@ -446,11 +445,16 @@ class Routing:
             if sync
             else module.AsyncHTTPTransport(verify=verify)
         )
+        self._bound(transport)
+        return transport
+
+    def _bound(self, transport: object) -> None:
+        """Clamp ``transport``'s sockets to the attempts' time where it can be, and note what
+        its pool allows (``clamped``, ``cut_safe``)."""
         if install(transport):
             self.clamped.add(id(transport))
         if cut_safe(transport):
             self.cut_safe.add(id(transport))
-        return transport
 
     def transports(self, cache: dict[Any, Any]) -> list[Any]:
         """Every inner transport to close with the transport: those it made, and the
