@@ -19,7 +19,9 @@ upstreams, p/m and its fallback f/m, are such mocks. Sides alternate call by cal
           and the floor, the OTel SDK's own cost for what one swerve call emits (the spans,
           with the same names, kinds, nesting and attributes, and the histogram records made
           in the call span's context, counted from one call under an InMemorySpanExporter /
-          InMemoryMetricReader).
+          InMemoryMetricReader), measured as swerve pays it: a bare SDK call then the floor,
+          against the bare call alone (the floor alone in a tight loop, on warm caches, is
+          shown too; it is about a third lower).
           Goal: overhead minus floor <= 50 us.
   engine  ``Failover.call(route, lambda attempt: None)``, tracing off, against a bare
           ``lambda: None``: the difference of medians. Goal: <= 30 us.
@@ -348,12 +350,21 @@ def bench_traced(n: int) -> tuple[list[Row], str]:
     telemetry, tracer_provider, meter_provider = traced()
     bare, wrapped = caller(bare_client()), caller(swerve_client(telemetry))
     floor = make_floor(tracer_provider, meter_provider, spans, records)
+
+    def bare_then_floor() -> None:
+        bare()
+        floor()
+
     warm(bare, wrapped, floor)
     b, w = interleaved(bare, wrapped, n)
+    # The floor where swerve pays it, right after the SDK's own work (which leaves the CPU's
+    # caches holding the SDK, not OTel): alone in a loop of its own, the same spans and
+    # records cost about two thirds of that, and the rest would count as swerve's.
+    bare_again, with_floor = interleaved(bare, bare_then_floor, n)
     f, nothing = interleaved(floor, lambda: None, n)
     tracer_provider.shutdown()
     meter_provider.shutdown()
-    overhead, floor_us = w - b, f - nothing
+    overhead, floor_us = w - b, with_floor - bare_again
     shape = ", ".join(
         f"{s.name!r} {len(s.attributes)} attrs" + (f" {len(s.events)} events" if s.events else "")
         for s in spans
@@ -365,6 +376,7 @@ def bench_traced(n: int) -> tuple[list[Row], str]:
         Row("sync, tracing on: through swerve", f"{w:9.1f} us"),
         Row("sync, tracing on: overhead", f"{overhead:+9.1f} us"),
         Row("  OTel SDK floor (same spans+records)", f"{floor_us:9.1f} us"),
+        Row("    (that floor in a loop of its own)", f"{f - nothing:9.1f} us"),
         Row(
             "  overhead minus floor",
             f"{overhead - floor_us:+9.1f} us",
