@@ -171,6 +171,46 @@ class Parked:
 class Call:
     """One logical call: its span, its attempts, and every decision between them."""
 
+    # Slots: a call holds more attributes than an instance dict shares its keys for (30), and
+    # every call makes one and reads them throughout.
+    __slots__ = (
+        "asked",
+        "attempt",
+        "attempt_context",
+        "attempt_span",
+        "bound_s",
+        "clock",
+        "config",
+        "context",
+        "current",
+        "derived",
+        "health",
+        "judged",
+        "known",
+        "learned_p99",
+        "lease_s",
+        "limited",
+        "metered",
+        "nested",
+        "observed",
+        "period",
+        "pinned",
+        "probe",
+        "probing",
+        "records",
+        "requested",
+        "retries",
+        "served",
+        "skipped",
+        "span",
+        "stream",
+        "swaps",
+        "telemetry",
+        "time",
+        "wall",
+        "wiring",
+    )
+
     attempt: Attempt
     """The current attempt (set when it begins)."""
 
