@@ -188,6 +188,12 @@ def test_the_body_sent_is_the_json_the_client_sent_for_the_route(mode: Mode, mod
         json.dumps(text).encode("utf-16"),  # another encoding json.loads detects
         b'{"model": "p/m", "messages": [], "x": "\xed\xa0\x80"}',  # a lone surrogate, as bytes
         b'{"model": "p/m", "messages": [], "n": [1.5, -2e3, true, null, {"a": [[]]}]}',
+        # What json.loads reads beyond strict JSON, and numbers at their edges: written back
+        # as json.dumps writes them.
+        b'{"model": "p/m", "messages": [], "n": [NaN, Infinity, -Infinity, 1e400, -0.0, 0.1]}',
+        b'{"model": "p/m", "messages": [], "n": [123456789012345678901234567890, -1, 0]}',
+        b'{"model": "p/m", "messages": [], "d": ' + b"[" * 200 + b"]" * 200 + b"}",
+        b'{"messages": [], "k": {"": 1, "\\u00e9\\n": "\\"q\\""}, "model": "p/m"}',
     ]
     calls: list[Call] = [(AT_SWERVE, [], body) for body in bodies]
     got = send(mode, module, calls)

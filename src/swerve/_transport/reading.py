@@ -344,17 +344,22 @@ class Receiving:
             self._events(response, body)
         json_body = b"json" in content_type
         if json_body or b'"error"' in body:
+            # A UTF-8 body that is one JSON value, nothing around it, is read as json.loads
+            # would read it, in C (as a request's is); any other (whitespace, a BOM, UTF-16,
+            # not JSON) is json.loads's to read or refuse.
             try:
-                # A UTF-8 body decoded in C first (from bytes, json finds the encoding in
-                # Python); anything else (a BOM, UTF-16, not JSON) is json's to read or refuse.
+                text = body.decode()
+                data, end = SCAN_JSON(text, 0)
+                read = end == len(text)
+            except Exception:
+                read = False
+            if not read:
                 try:
-                    data = json.loads(body.decode())
-                except ValueError:
                     data = json.loads(body)
-            except (ValueError, RecursionError):
-                if json_body:
-                    raise _Malformed(route, _replay(secrets, response, body)) from None
-                data = None
+                except (ValueError, RecursionError):
+                    if json_body:
+                        raise _Malformed(route, _replay(secrets, response, body)) from None
+                    data = None
             if isinstance(data, dict) and data.get("error") and not data.get("choices"):
                 replay = _replay(secrets, response, body)
                 if replay[2] != body:  # an echoed secret: the engine reads the redacted error

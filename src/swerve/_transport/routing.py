@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import ssl
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from itertools import compress
 from operator import itemgetter, not_
@@ -45,8 +45,25 @@ _SWERVE_RAW = SWERVE_PREFIX.encode()
 _NEVER_FORWARD = frozenset({"host", "content-length"})
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _NAME = itemgetter(0)  # a header's name, of its (name, value)
-# json.dumps without its Python wrapper (the same encoder, the same output).
-_ENCODE = json.JSONEncoder().encode
+
+
+def _chunks_encoder() -> Callable[[Any, int], list[str]]:
+    """json.dumps of a body, in chunks to join (the same text): json's C encoder, made once and
+    called without the Python wrapper that makes a new one per call. No circular check: a body
+    came from json.loads (then the wire rules), which makes no cycle; one would still end, in a
+    RecursionError. Where json has no C encoder, json's own ``encode``, in one chunk."""
+    plain = json.JSONEncoder()
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return lambda body, _: [plain.encode(body)]
+    chunks: Callable[[Any, int], list[str]] = make(
+        None, plain.default, json.encoder.encode_basestring_ascii, None, ": ", ", ", False,
+        False, True,
+    )  # fmt: skip
+    return chunks
+
+
+_ENCODE_CHUNKS = _chunks_encoder()
 
 
 @dataclass(slots=True)
@@ -370,7 +387,7 @@ class Routing:
                 "write": total if w is None else w if total is None or w <= total else total,
                 "pool": total if p is None else p if total is None or p <= total else total,
             }
-        content = _ENCODE(body).encode()
+        content = "".join(_ENCODE_CHUNKS(body, 0)).encode()
         # What Request(content=...) would add, added here: the body's length, last (given a
         # ready stream, httpx adds nothing). A client's Transfer-Encoding is kept (it is no
         # credential): then no length either.
