@@ -13,7 +13,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Container
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, TypeVar, cast
+from typing import Any, Literal, Protocol, TypeVar
 
 from opentelemetry import trace
 from opentelemetry.context import Context
@@ -78,6 +78,7 @@ ABORTS = (GeneratorExit, KeyboardInterrupt, asyncio.CancelledError, SystemExit)
 # How long a recovery probe holds its route when attempts have no time limit of their own:
 # a probe that never answers must not keep every other call off the route for long.
 PROBE_LEASE_S = 60.0
+_NO_ROUTES: tuple[str, ...] = ()  # routes a call skipped, when it skipped none
 
 
 class OwnCooldowns(Protocol):
@@ -282,7 +283,7 @@ class Call:
         if requested not in unavailable and not health.probe_due(requested, now):
             # Most calls: the route asked for is healthy, so the walk would start, and stay,
             # there (policy.start_route's first answer), with no probe of it to claim.
-            start, skipped = requested, cast(tuple[str, ...], ())
+            start, skipped = requested, _NO_ROUTES
         else:
             start, skipped = yield from self._choose(
                 lambda degraded: policy.start_route(config, requested, degraded),
@@ -376,15 +377,16 @@ class Call:
         # remaining(), as the attempt began (begin() read the clock just now)
         if time.deadline - time.attempt_t0 <= 0:
             raise AttemptTimeout("deadline", self.bound_s)
+        answer: Admitted  # a store's answer, or the driver's (untyped): no cast() per call
         if self.wiring.waitless:
-            answer: object = self.health.admit(
+            answer = self.health.admit(
                 self.current.name, self.wall(), self.config.breaker, lease_s=self.lease_s
             )
         else:
             answer = yield Admit(
                 self.health, self.current.name, self.wall(), self.config.breaker, self.lease_s
             )
-        admission, transition, period = cast(Admitted, answer)
+        admission, transition, period = answer
         if transition is not None:
             self._breaker(transition)
         self.probe = admission is Admission.PROBE

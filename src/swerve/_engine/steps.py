@@ -161,7 +161,7 @@ class Invoke:
     """Run the adapter's function on an attempt; answered with its value. Async code is held
     to the attempt's limits by cancelling it; sync code gets them as ``attempt.timeout``."""
 
-    fn: Callable[[Attempt], object]
+    fn: Callable[[Attempt], Any]  # a value (sync), an awaitable of one (async)
     attempt: Attempt
     context: Context | None
     limits: Limits
@@ -178,10 +178,10 @@ class Invoke:
     async def arun(self) -> object:
         limit, seconds = self.limits(True)
         if self.context is None:
-            return await bounded(cast(Awaitable[object], self.fn(self.attempt)), limit, seconds)
+            return await bounded(self.fn(self.attempt), limit, seconds)
         token = attach(self.context)
         try:
-            return await bounded(cast(Awaitable[object], self.fn(self.attempt)), limit, seconds)
+            return await bounded(self.fn(self.attempt), limit, seconds)
         finally:
             detach(token)
 
@@ -497,7 +497,8 @@ def run_sync(steps: Steps[T]) -> T:
         try:
             ask = steps.send(answer) if error is None else steps.throw(error)
         except StopIteration as done:
-            return cast(T, done.value)
+            value: T = done.value  # typed here, not through cast(): a call per call
+            return value
         answer = error = None
         try:
             if type(ask) is Invoke:  # Invoke.run, written out: every attempt makes one
@@ -523,7 +524,8 @@ async def run_async(steps: Steps[T]) -> T:
         try:
             ask = steps.send(answer) if error is None else steps.throw(error)
         except StopIteration as done:
-            return cast(T, done.value)
+            value: T = done.value  # typed here, not through cast(): a call per call
+            return value
         answer = error = None
         if isinstance(ask, Out):
             continue
