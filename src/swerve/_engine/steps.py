@@ -8,6 +8,10 @@ with the blocking call, the async drivers await its async twin, so a shared stor
 never blocks an event loop and no decision is written twice (stamina's one retrying object
 with thin sync and async drivers is the model). An error raised while waiting is thrown into
 the generator where it waited, as if the call had been made there.
+
+The waits are slotted dataclasses, not frozen ones: every attempt and every read makes one,
+and a frozen one's ``__init__`` sets each field through ``object.__setattr__`` (about three
+times the cost). Nothing keeps one past the answer to it.
 """
 
 from __future__ import annotations
@@ -80,7 +84,7 @@ class Wait(Protocol):
     def arun(self) -> Coroutine[Any, Any, object]: ...
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Out:
     """Chunks for the consumer of a stream (the drivers yield them; the answer is None)."""
 
@@ -90,7 +94,7 @@ class Out:
 Steps = Generator[Wait | Out, Any, T]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Claim:
     """Take ``route``'s recovery probe for ``lease_s`` seconds; answered with a bool."""
 
@@ -106,7 +110,7 @@ class Claim:
         return await self.health.aclaim_probe(self.route, self.now, self.lease_s)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Admit:
     """Ask ``route``'s breaker to admit an attempt; answered with (admission, transition)."""
 
@@ -123,7 +127,7 @@ class Admit:
         return await self.health.aadmit(self.route, self.now, self.config, lease_s=self.lease_s)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Settle:
     """Wait until a shared store has shared what the call just decided (``settle``, the
     store's ``asettle``). A sync call's store shared it before the decision returned."""
@@ -137,7 +141,7 @@ class Settle:
         await self.settle()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Sleep:
     """Wait out a backoff on the call's clock."""
 
@@ -156,7 +160,7 @@ class Sleep:
 # manager: every attempt and every chunk of a stream passes here.
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Invoke:
     """Run the adapter's function on an attempt; answered with its value. Async code is held
     to the attempt's limits by cancelling it; sync code gets them as ``attempt.timeout``."""
@@ -186,7 +190,7 @@ class Invoke:
             detach(token)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Open:
     """Start the adapter's stream on an attempt; answered with its (async) iterator."""
 
@@ -213,7 +217,7 @@ class Open:
             detach(token)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Pull:
     """The upstream's next chunk, or :data:`END`. Async waits are cut at the soonest limit;
     a sync wait cannot be pre-empted, so a chunk that came after its limit is a timeout
@@ -249,7 +253,7 @@ class Pull:
             detach(token)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Close:
     """Close the upstream of a failed attempt; a broken upstream must not mask the failure."""
 
@@ -392,7 +396,7 @@ class Race:
         raise AttemptTimeout(self.limit, max(self.seconds or 0.0, 0.0))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Abandon:
     """Stop a lane that lost its race: its pending pull is cancelled (async) or left to end by
     itself (sync: a blocked ``next()`` cannot be interrupted; the lane closes its upstream when
