@@ -33,6 +33,8 @@ separately)."""
 MAX_DRAIN_S = 7 * 86400.0
 """The longest drain: every store refuses more (``swerve routes drain --for`` too), and a drain
 read from Redis never lasts longer than this from now."""
+# What a closed breaker of the first period (or none) answers: made once, a tuple, shared.
+_ALLOWED = Admitted(Admission.ALLOWED, None)
 
 
 def check_drain(route: str, until: float, now: float) -> None:
@@ -241,21 +243,22 @@ class MemoryHealth:
     ) -> Admitted:
         # lease_s is for shared stores: in one process every probe's end reaches record()
         if not config.enabled:
-            return Admitted(Admission.ALLOWED, None)
+            return _ALLOWED
         breaker = self._breakers.get(route)
         if breaker is None:
             # No breaker: closed with an empty window. None is made until an outcome needs one.
-            return Admitted(Admission.ALLOWED, None)
+            return _ALLOWED
         if breaker.state is BreakerState.CLOSED:
             # The healthy path, without the lock: a closed breaker admits whatever the time
             # (Breaker.admit moves nothing), and a state read is atomic; a breaker that opens
             # meanwhile is one the attempt had already been admitted by.
-            return Admitted(Admission.ALLOWED, None, breaker.period)
+            period = breaker.period
+            return _ALLOWED if period == 0 else Admitted(Admission.ALLOWED, None, period)
         self._observe(now)
         with self._lock:
             breaker = self._breakers.get(route)
             if breaker is None:
-                return Admitted(Admission.ALLOWED, None)
+                return _ALLOWED
             admission, moved_from = breaker.admit(now, config)
             return Admitted(admission, breaker.transition(route, moved_from), breaker.period)
 
