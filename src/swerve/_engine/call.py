@@ -414,9 +414,10 @@ class Call:
                 duration,
             )
         )
-        self.telemetry.end_attempt(
-            self.attempt_span, route, self.attempt, outcome, failure, duration, self.metered
-        )
+        if self.context is not None or self.metered:  # else it would tell nothing to anyone
+            self.telemetry.end_attempt(
+                self.attempt_span, route, self.attempt, outcome, failure, duration, self.metered
+            )
         return now
 
     def _record_health(self, outcome: Outcome) -> None:
@@ -435,7 +436,8 @@ class Call:
     def committed(self) -> None:
         """The attempt's first content chunk arrived: its time is learned for its route."""
         seconds = self.time.in_attempt()
-        self.telemetry.first_chunk(self.current.name, seconds)
+        if self.metered:  # start_call's word on the call's measurements, as its ends take it
+            self.telemetry.first_chunk(self.current.name, seconds)
         if self.wiring.latency is not None:
             self.wiring.latency.observe_first_chunk(self.current.name, seconds, self.wall())
 
@@ -812,30 +814,38 @@ class Call:
         if len(records) > 1:  # a first-try success adds nothing; keep it off the hot path
             added = max(duration - records[-1].duration_s, 0.0)
         span = self.span
-        if span.is_recording():  # else the attributes go nowhere: none is built
-            # _summarise(), written out: every served call ends here.
-            named = self.requested.model
-            attrs = self.telemetry.answered(
-                span, self.wiring.operation, named, self.asked or named, self.attempt, self.nested
+        # Untraced (no context), the span is the caller's, recording nothing: nothing to end.
+        if self.context is not None:
+            if span.is_recording():  # else the attributes go nowhere: none is built
+                # _summarise(), written out: every served call ends here.
+                named = self.requested.model
+                attrs = self.telemetry.answered(
+                    span,
+                    self.wiring.operation,
+                    named,
+                    self.asked or named,
+                    self.attempt,
+                    self.nested,
+                )
+                attrs |= {
+                    ROUTE_SERVED: served.name,
+                    CALL_ATTEMPTS: len(records),
+                }
+                if len(records) > 1:
+                    attrs[CALL_RETRIES] = sum(1 for r in records if r.retry > 0)
+                    attrs[CALL_SWAPS] = self.swaps
+                span.set_attributes(attrs)
+            span.end()
+        if self.metered:  # else call_ended() would measure nothing
+            self.telemetry.call_ended(
+                self.requested.name,
+                duration,
+                served=served.name,
+                added=added,
+                inference=(self.wiring.operation, self.attempt, self.nested),
+                context=self.context,
+                metered=True,
             )
-            attrs |= {
-                ROUTE_SERVED: served.name,
-                CALL_ATTEMPTS: len(records),
-            }
-            if len(records) > 1:
-                attrs[CALL_RETRIES] = sum(1 for r in records if r.retry > 0)
-                attrs[CALL_SWAPS] = self.swaps
-            span.set_attributes(attrs)
-        span.end()
-        self.telemetry.call_ended(
-            self.requested.name,
-            duration,
-            served=served.name,
-            added=added,
-            inference=(self.wiring.operation, self.attempt, self.nested),
-            context=self.context,
-            metered=self.metered,
-        )
         # result(), written out
         return Result(value, served, self.requested, tuple(records), tuple(self.skipped))
 
