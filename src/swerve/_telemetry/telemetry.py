@@ -447,7 +447,8 @@ class Telemetry:
         # instrumentations) with an inference gen_ai.operation.name. A span whose attributes
         # cannot be read (not an SDK span) is not one. Only spans and measurements read it.
         nested = False
-        metered = self.metering()
+        # metering(), its settled answer written out: every call asks it here.
+        metered = self.metering() if self._meter_proxy else self._metered
         if traced or metered:
             given = getattr(parent, "attributes", None)
             nested = get_value(_IN_LLM_SPAN) is True or (
