@@ -844,7 +844,6 @@ class Call:
                 added=added,
                 inference=(self.wiring.operation, self.attempt, self.nested),
                 context=self.context,
-                metered=True,
             )
         # result(), written out
         return Result(value, served, self.requested, tuple(records), tuple(self.skipped))
