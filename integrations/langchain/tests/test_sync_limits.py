@@ -253,11 +253,13 @@ async def test_structured_output_holds_the_attempt_limit(
     schema = {"title": "Answer", "type": "object", "properties": {"answer": {"type": "string"}}}
     structured = model.with_structured_output(schema, method="json_mode")
     # The first structured call of a process imports LangChain's parsers (~1 s on a busy
-    # machine): warm them up outside the fallback's 0.5 s limit.
+    # machine): warm them up outside the fallback's 0.5 s limit, on both entry points (a CI
+    # run once timed out the fallback of the first invoke after a stream had warmed up).
     warm = chat_openai(fake, "fallback", "fake-model-large").with_structured_output(
         schema, method="json_mode"
     )
     assert list(warm.stream("hi"))[-1] == {"answer": "yes"}
+    assert warm.invoke("hi") == {"answer": "yes"}
     fake.script("stall", [Fault.hang()])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SwerveTimeoutWarning)
