@@ -13,7 +13,10 @@ upstreams, p/m and its fallback f/m, are such mocks. Sides alternate call by cal
 (``_support.interleaved``), so drift hits both alike.
 
   sync    tracing off (Telemetry on the OTel no-op providers): median us per call of each
-          side, and swerve minus bare. Goal: <= +50 us.
+          side, and swerve minus bare. Goal: <= +50 us. Then, in a pair of its own against
+          bare, the rewrite floor (``_Rewrite``: a transport that sends the call to its
+          upstream with no failover at all), and swerve's overhead above it: what failover
+          itself costs.
   traced  tracing on (``_support.traced()``: SDK TracerProvider + BatchSpanProcessor whose
           export is discarded, SDK MeterProvider + InMemoryMetricReader): swerve minus bare,
           and the floor, the OTel SDK's own cost for what one swerve call emits (the spans,
@@ -28,7 +31,8 @@ upstreams, p/m and its fallback f/m, are such mocks. Sides alternate call by cal
   async   ``openai.AsyncOpenAI`` over ``httpx2.AsyncClient``, 32 calls in flight (the mocks
           answer after one turn of the event loop, so the calls interleave as they would on a
           network), tracing off: calls/s of each side over --seconds, in 4 alternating rounds.
-          Goal: swerve/bare >= 95 %.
+          Goal: swerve/bare >= 95 %. The rewrite floor runs in the same rounds, as a third
+          side.
   count   Python function calls made in swerve's own files for one sync request of "sync"
           (sys.setprofile, as hotpath_calls.py counts them). Goal: <= 60.
   stream  the same request with ``stream=True``, answered with 20 SSE chunks (and [DONE]) in
@@ -152,6 +156,66 @@ def upstreams(
     }
 
 
+class _Rewrite:
+    """The rewrite floor: the least any transport does that sends a call to its route's
+    upstream, with no failover (no engine, health, limits, telemetry or redaction): the
+    client's JSON body read and sent again with the upstream's model, in a new request to the
+    upstream's URL (the client's Host, length and key replaced by the upstream's), the answer
+    read whole and decoded to look for an error, and the route named in its headers. What
+    swerve adds above it is what failover costs; the floor itself is the price of the seam."""
+
+    URL = httpx2.URL("http://p.invalid/v1/chat/completions")
+    OWN = ((b"Host", b"p.invalid"), (b"Authorization", f"Bearer {KEY}".encode()))
+    DROP = frozenset({b"host", b"content-length", b"authorization"})
+
+    def __init__(self, handler: Callable[[httpx2.Request], Any]) -> None:
+        self.inner = httpx2.MockTransport(handler)
+
+    def request(self, request: httpx2.Request) -> httpx2.Request:
+        body = json.loads(request.content)
+        body["model"] = "m"
+        content = json.dumps(body).encode()
+        headers = [*self.OWN, *(h for h in request.headers.raw if h[0].lower() not in self.DROP)]
+        headers.append((b"Content-Length", str(len(content)).encode()))
+        sent = httpx2.Request(
+            "POST",
+            self.URL,
+            headers=headers,
+            stream=httpx2.ByteStream(content),
+            extensions=request.extensions,
+        )
+        sent.read()
+        return sent
+
+    @staticmethod
+    def answer(response: httpx2.Response, content: bytes) -> httpx2.Response:
+        if json.loads(content).get("error"):
+            raise RuntimeError("the upstream answered with an error")
+        response.headers[ROUTE_HEADER] = ROUTE
+        return response
+
+
+class _SyncRewrite(_Rewrite, httpx2.BaseTransport):
+    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+        response = self.inner.handle_request(self.request(request))
+        return self.answer(response, response.read())
+
+
+class _AsyncRewrite(_Rewrite, httpx2.AsyncBaseTransport):
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        response = await self.inner.handle_async_request(self.request(request))
+        return self.answer(response, await response.aread())
+
+
+def floor_client() -> openai.OpenAI:
+    return openai.OpenAI(
+        base_url=SWERVE_URL,
+        api_key=KEY,
+        max_retries=0,
+        http_client=httpx2.Client(transport=_SyncRewrite(canned)),
+    )
+
+
 def bare_client() -> openai.OpenAI:
     return openai.OpenAI(
         base_url=BARE_URL,
@@ -213,12 +277,16 @@ class Row:
 # -- 1. sync, tracing off ---------------------------------------------------------------------
 def bench_sync(n: int) -> list[Row]:
     bare, wrapped = caller(bare_client()), caller(swerve_client(untraced()))
-    warm(bare, wrapped)
+    floor = caller(floor_client())
+    warm(bare, wrapped, floor)
     b, w = interleaved(bare, wrapped, n)
+    b2, f = interleaved(bare, floor, n)  # a pair of its own: the goal's pair runs as it always did
     return [
         Row("sync, tracing off: bare SDK", f"{b:9.1f} us"),
         Row("sync, tracing off: through swerve", f"{w:9.1f} us"),
         Row("sync, tracing off: overhead", f"{w - b:+9.1f} us", "<= +50 us", w - b <= GOAL_SYNC_US),
+        Row("  rewrite floor (no failover), over bare", f"{f - b2:+9.1f} us"),
+        Row("  overhead above that floor", f"{(w - b) - (f - b2):+9.1f} us"),
     ]
 
 
@@ -436,11 +504,12 @@ async def _rate(client: openai.AsyncOpenAI, seconds: float) -> tuple[int, float]
     return done, time.perf_counter() - start
 
 
-async def _async_sides(seconds: float) -> tuple[float, float]:
+async def _async_sides(seconds: float) -> dict[str, float]:
     transport = AsyncFailoverTransport(upstreams(canned_async), failover=failover(untraced()))
     async with (
         httpx2.AsyncClient(transport=httpx2.MockTransport(canned_async)) as bare_http,
         httpx2.AsyncClient(transport=cast("httpx2.AsyncBaseTransport", transport)) as swerve_http,
+        httpx2.AsyncClient(transport=_AsyncRewrite(canned_async)) as floor_http,
     ):
         bare = openai.AsyncOpenAI(
             base_url=BARE_URL, api_key=KEY, max_retries=0, http_client=bare_http
@@ -451,28 +520,32 @@ async def _async_sides(seconds: float) -> tuple[float, float]:
             max_retries=0,
             http_client=swerve_http,
         )
+        floor = openai.AsyncOpenAI(
+            base_url=SWERVE_URL, api_key=KEY, max_retries=0, http_client=floor_http
+        )
         raw = await wrapped.chat.completions.with_raw_response.create(
             model=ROUTE, messages=MESSAGES
         )
         if raw.headers.get(ROUTE_HEADER) != ROUTE:
             raise SystemExit("async swerve side not routed")
-        sides = {"bare": bare, "swerve": wrapped}
+        sides = {"bare": bare, "swerve": wrapped, "floor": floor}
         for client in sides.values():  # warm up
             await _rate(client, min(0.5, seconds / ROUNDS))
         calls = dict.fromkeys(sides, 0)
         spent = dict.fromkeys(sides, 0.0)
         for i in range(ROUNDS):
-            order = ["bare", "swerve"] if i % 2 == 0 else ["swerve", "bare"]
+            order = list(sides) if i % 2 == 0 else list(sides)[::-1]
             for name in order:
                 gc.collect()
                 done, took = await _rate(sides[name], seconds / ROUNDS)
                 calls[name] += done
                 spent[name] += took
-    return calls["bare"] / spent["bare"], calls["swerve"] / spent["swerve"]
+    return {name: calls[name] / spent[name] for name in sides}
 
 
 def bench_async(seconds: float) -> list[Row]:
-    b, w = asyncio.run(_async_sides(seconds))
+    rate = asyncio.run(_async_sides(seconds))
+    b, w, f = rate["bare"], rate["swerve"], rate["floor"]
     return [
         Row(f"async x{CONCURRENCY}: bare SDK", f"{b:9.0f} calls/s"),
         Row(f"async x{CONCURRENCY}: through swerve", f"{w:9.0f} calls/s"),
@@ -482,6 +555,8 @@ def bench_async(seconds: float) -> list[Row]:
             ">= 95 %",
             w / b >= GOAL_ASYNC_RATIO,
         ),
+        Row("  rewrite floor (no failover) / bare", f"{100 * f / b:9.1f} %"),
+        Row("  swerve / rewrite floor", f"{100 * w / f:9.1f} %"),
     ]
 
 
