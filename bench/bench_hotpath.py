@@ -14,7 +14,7 @@ upstreams, p/m and its fallback f/m, are such mocks. Sides alternate call by cal
 
   sync    tracing off (Telemetry on the OTel no-op providers): median us per call of each
           side, and swerve minus bare. Goal: <= +50 us. Then, in a pair of its own against
-          bare, the rewrite floor (``_Rewrite``: a transport that sends the call to its
+          bare, the rewrite floor (``Rewrite``: a transport that sends the call to its
           upstream with no failover at all), and swerve's overhead above it: what failover
           itself costs.
   traced  tracing on (``_support.traced()``: SDK TracerProvider + BatchSpanProcessor whose
@@ -156,7 +156,7 @@ def upstreams(
     }
 
 
-class _Rewrite:
+class Rewrite:
     """The rewrite floor: the least any transport does that sends a call to its route's
     upstream, with no failover (no engine, health, limits, telemetry or redaction): the
     client's JSON body read and sent again with the upstream's model, in a new request to the
@@ -195,13 +195,13 @@ class _Rewrite:
         return response
 
 
-class _SyncRewrite(_Rewrite, httpx2.BaseTransport):
+class SyncRewrite(Rewrite, httpx2.BaseTransport):
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         response = self.inner.handle_request(self.request(request))
         return self.answer(response, response.read())
 
 
-class _AsyncRewrite(_Rewrite, httpx2.AsyncBaseTransport):
+class AsyncRewrite(Rewrite, httpx2.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         response = await self.inner.handle_async_request(self.request(request))
         return self.answer(response, await response.aread())
@@ -212,7 +212,7 @@ def floor_client() -> openai.OpenAI:
         base_url=SWERVE_URL,
         api_key=KEY,
         max_retries=0,
-        http_client=httpx2.Client(transport=_SyncRewrite(canned)),
+        http_client=httpx2.Client(transport=SyncRewrite(canned)),
     )
 
 
@@ -509,7 +509,7 @@ async def _async_sides(seconds: float) -> dict[str, float]:
     async with (
         httpx2.AsyncClient(transport=httpx2.MockTransport(canned_async)) as bare_http,
         httpx2.AsyncClient(transport=cast("httpx2.AsyncBaseTransport", transport)) as swerve_http,
-        httpx2.AsyncClient(transport=_AsyncRewrite(canned_async)) as floor_http,
+        httpx2.AsyncClient(transport=AsyncRewrite(canned_async)) as floor_http,
     ):
         bare = openai.AsyncOpenAI(
             base_url=BARE_URL, api_key=KEY, max_retries=0, http_client=bare_http

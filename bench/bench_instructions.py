@@ -8,7 +8,9 @@ timing noise cannot move. Run under callgrind, which counts only between the two
 The request and both sides are bench_hotpath.py's "sync" ones (tracing off). A third argument
 picks another: ``stream``, its "stream" ones (20 SSE chunks in one read, read to the end);
 ``async``, the sync request made through ``openai.AsyncOpenAI`` over ``httpx2.AsyncClient``
-(and ``AsyncFailoverTransport``), one at a time.
+(and ``AsyncFailoverTransport``), one at a time. The side ``floor`` is bench_hotpath.py's
+rewrite floor (a transport that sends the call to its upstream with no failover), for unary
+requests: (swerve - floor) is what failover itself executes.
 Against another checkout (before/after): ``PYTHONPATH=<tree>/src:<tree>/bench`` in front.
 """
 
@@ -31,10 +33,12 @@ from bench_hotpath import (
     ROUTE,
     SWERVE_URL,
     WARMUP,
+    AsyncRewrite,
     bare_client,
     caller,
     canned,
     failover,
+    floor_client,
     stream_caller,
     swerve_client,
     untraced,
@@ -54,6 +58,9 @@ def _async_caller(side: str) -> Callable[[], Awaitable[object]]:
     if side == "bare":
         http = httpx2.AsyncClient(transport=httpx2.MockTransport(canned))
         url = BARE_URL
+    elif side == "floor":
+        http = httpx2.AsyncClient(transport=AsyncRewrite(canned))
+        url = SWERVE_URL
     else:
         transport = AsyncFailoverTransport(upstreams(), failover=failover(untraced()))
         http = httpx2.AsyncClient(transport=cast("httpx2.AsyncBaseTransport", transport))
@@ -80,13 +87,15 @@ async def _run_async(side: str, n: int) -> None:
 
 def main() -> None:
     side, n, kind = sys.argv[1], int(sys.argv[2]), (sys.argv[3:] or ["unary"])[0]
-    assert side in ("bare", "swerve"), "side: bare or swerve"
+    assert side in ("bare", "swerve", "floor"), "side: bare, swerve or floor"
     assert kind in ("unary", "stream", "async"), "kind: stream or async (or none)"
+    assert side != "floor" or kind != "stream", "the floor reads no streams"
     if kind == "async":
         asyncio.run(_run_async(side, n))
         return
     make: Any = stream_caller if kind == "stream" else caller
-    one = make(bare_client() if side == "bare" else swerve_client(untraced()))
+    clients = {"bare": bare_client, "floor": floor_client}
+    one = make(clients.get(side, lambda: swerve_client(untraced()))())
     for _ in range(WARMUP):  # warm: caches, the pools, the first request's one-time work
         one()
     gc.collect()
