@@ -14,8 +14,8 @@ upstreams, p/m and its fallback f/m, are such mocks. Sides alternate call by cal
 
   sync    tracing off (Telemetry on the OTel no-op providers): median us per call of each
           side, and swerve minus bare. Goal: <= +50 us. Then, in a pair of its own against
-          bare, the rewrite floor (``Rewrite``: a transport that sends the call to its
-          upstream with no failover at all), and swerve's overhead above it: what failover
+          bare, the rewrite floor (``Rewrite``: a plain transport that sends the call to
+          its upstream with no failover at all), and swerve's overhead above it: what failover
           itself costs.
   traced  tracing on (``_support.traced()``: SDK TracerProvider + BatchSpanProcessor whose
           export is discarded, SDK MeterProvider + InMemoryMetricReader): swerve minus bare,
@@ -157,12 +157,14 @@ def upstreams(
 
 
 class Rewrite:
-    """The rewrite floor: the least any transport does that sends a call to its route's
-    upstream, with no failover (no engine, health, limits, telemetry or redaction): the
-    client's JSON body read and sent again with the upstream's model, in a new request to the
-    upstream's URL (the client's Host, length and key replaced by the upstream's), the answer
-    read whole and decoded to look for an error, and the route named in its headers. What
-    swerve adds above it is what failover costs; the floor itself is the price of the seam."""
+    """The rewrite floor: what a plain transport that sends a call to its route's upstream
+    does, with no failover (no engine, health, limits, telemetry or redaction): the client's
+    JSON body read (json.loads) and written again (json.dumps) with the upstream's model, in
+    a new request to the upstream's URL (the client's Host, length and key replaced by the
+    upstream's), the answer read whole and decoded to look for an error, and the route named
+    in its headers. What swerve adds above it is what failover costs; the floor itself is the
+    price of the seam (a little less with json's C scanner and encoder called directly, as
+    swerve calls them: 0.16 M instructions instead of 0.21 M)."""
 
     URL = httpx2.URL("http://p.invalid/v1/chat/completions")
     OWN = ((b"Host", b"p.invalid"), (b"Authorization", f"Bearer {KEY}".encode()))
