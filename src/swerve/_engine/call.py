@@ -414,7 +414,7 @@ class Call:
                 duration,
             )
         )
-        if self.context is not None or self.metered:  # else it would tell nothing to anyone
+        if self.observed:  # else it would tell nothing to anyone (neither traced nor metered)
             self.telemetry.end_attempt(
                 self.attempt_span, route, self.attempt, outcome, failure, duration, self.metered
             )
