@@ -161,7 +161,9 @@ def test_final_error_response_is_the_upstreams_own(client: Client, fake: FakePro
 
 
 def test_hang_times_out_and_swaps(mode: Mode, fake: FakeProvider, make_failover: Any) -> None:
-    fo = make_failover(CONFIG.model_copy(update={"attempt_timeout_s": 0.5, "max_retries": 0}))
+    # The limit ends the hang, and the healthy backup must answer within it too: 2 s leaves a
+    # loaded CI machine room (at 0.5 s the backup's own answer once ran out of time).
+    fo = make_failover(CONFIG.model_copy(update={"attempt_timeout_s": 2.0, "max_retries": 0}))
     fake.set_fault("openrouter", Fault.hang())
     with mode.client(upstreams(fake), failover=fo) as c:
         assert openai_stream_text(c) == "from backup"
