@@ -46,7 +46,9 @@ KEY_P, KEY_B = "sk-input-primary-0123456789abcdef", "sk-input-backup-0123456789a
 CHAT = "http://swerve.invalid/v1/chat/completions"
 MESSAGES = [{"role": "user", "content": "hi"}]
 MODES = ["sync", "async"]
-SLACK_S = 0.6  # thread start-up and a loaded 2-CPU box; the limits themselves are < 1 s
+# Thread start-up and a loaded 2-CPU CI box (20 async calls at once ran 0.83 s past their
+# deadline there). A dribbled head takes ~9 s whole, so limit + 2.5 s still proves the cut.
+SLACK_S = 2.5
 
 
 def config(**kw: Any) -> FallbackConfig:
