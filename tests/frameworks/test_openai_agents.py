@@ -45,7 +45,7 @@ NO_TRACES = RunConfig(tracing_disabled=True)
 # OpenRouter sends it. Only the hang needs time limits (short, real time): they bound the
 # fallback's attempts too, so the other faults go without, and a slow machine cannot time out
 # a fallback that answers.
-HANG_LIMITS = {"first_token_timeout_s": 0.5, "attempt_timeout_s": 0.5}
+HANG_LIMITS = {"first_token_timeout_s": 1.0, "attempt_timeout_s": 1.0}
 FAULTS: dict[str, tuple[Fault, int, dict[str, float]]] = {
     "503": (Fault.status(503), 3, {}),
     "hang": (Fault.hang(), 1, HANG_LIMITS),

@@ -208,12 +208,12 @@ def unaccepting_port() -> Iterator[int]:
 
 HANGS = [
     # kind, limits, stream variants, what ends the call
-    # Half a second: whatever ends the primary's attempt, the backup's whole answer (or its
-    # first token, or first content chunk) must come before it, even on a loaded machine.
-    ("connect", {"attempt_timeout_s": 0.5}, [False, True], "swap"),
-    ("first_byte", {"first_token_timeout_s": 0.5}, [True], "swap"),
+    # One second where the backup answers: whatever ends the primary's attempt bounds the
+    # backup's whole answer (or its first token) too, and must not cut it on a loaded machine.
+    ("connect", {"attempt_timeout_s": 1.0}, [False, True], "swap"),
+    ("first_byte", {"first_token_timeout_s": 1.0}, [True], "swap"),
     ("stall", {"stall_timeout_s": 0.5}, [True], "timeout"),
-    ("attempt", {"attempt_timeout_s": 0.5}, [False, True], "swap"),
+    ("attempt", {"attempt_timeout_s": 1.0}, [False, True], "swap"),
     ("deadline", {"deadline_s": 0.4}, [False, True], "timeout"),
 ]
 
@@ -451,7 +451,7 @@ def test_gzip_bodies_and_bombs(
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "json"])
 @pytest.mark.parametrize(
     "limits",
-    [{"stall_timeout_s": 0.5}, {"attempt_timeout_s": 0.6, "deadline_s": 1.2}],
+    [{"stall_timeout_s": 1.0}, {"attempt_timeout_s": 1.0, "deadline_s": 2.0}],
     ids=["stall", "attempt+deadline"],
 )
 def test_a_dribbling_upstream_is_bounded(
@@ -589,7 +589,7 @@ async def test_a_send_cut_where_cancelling_is_safe_leaves_nothing_running(
 
     own = {"openrouter": httpx2.MockTransport(hang)} if inner == "mock" else {}
     fake.set_fault("openrouter", Fault.hang())
-    fo = Failover(config(attempt_timeout_s=0.5), MemoryHealth())
+    fo = Failover(config(attempt_timeout_s=1.0), MemoryHealth())
     transport = AsyncFailoverTransport(upstreams(fake, **own), failover=fo)
     body = {"model": OR, "messages": MESSAGES}
     async with httpx2.AsyncClient(transport=transport, timeout=30) as client:
