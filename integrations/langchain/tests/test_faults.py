@@ -86,11 +86,12 @@ async def test_fault(
 ) -> None:  # fmt: skip
     model_name, factory, _ = MODELS[name]
     # A request cut by a time limit may reach the server after the test: it goes to a provider
-    # of its own, where it can take no other test's scripted fault or count.
+    # of its own, where it can take no other test's scripted fault or count. The limit bounds
+    # the fallback's attempt too: one second, so a loaded box does not cut its answer.
     timed = fault.kind in ("hang", "slow")
     provider = "stall" if timed else "primary"
     route = f"{provider}/{model_name}"
-    config = seed_config(fallbacks={route: FALLBACK}, attempt_timeout_s=0.5 if timed else None)
+    config = seed_config(fallbacks={route: FALLBACK}, attempt_timeout_s=1.0 if timed else None)
     model = FailoverChatModel(
         routes={
             route: factory(fake, provider),
