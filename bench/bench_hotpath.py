@@ -513,24 +513,19 @@ async def _async_sides(seconds: float) -> dict[str, float]:
         httpx2.AsyncClient(transport=cast("httpx2.AsyncBaseTransport", transport)) as swerve_http,
         httpx2.AsyncClient(transport=AsyncRewrite(canned_async)) as floor_http,
     ):
-        bare = openai.AsyncOpenAI(
-            base_url=BARE_URL, api_key=KEY, max_retries=0, http_client=bare_http
-        )
-        wrapped = openai.AsyncOpenAI(
-            base_url=SWERVE_URL,
-            api_key=KEY,
-            max_retries=0,
-            http_client=swerve_http,
-        )
-        floor = openai.AsyncOpenAI(
-            base_url=SWERVE_URL, api_key=KEY, max_retries=0, http_client=floor_http
-        )
-        raw = await wrapped.chat.completions.with_raw_response.create(
+        sides = {
+            name: openai.AsyncOpenAI(base_url=url, api_key=KEY, max_retries=0, http_client=http)
+            for name, url, http in (
+                ("bare", BARE_URL, bare_http),
+                ("swerve", SWERVE_URL, swerve_http),
+                ("floor", SWERVE_URL, floor_http),
+            )
+        }
+        raw = await sides["swerve"].chat.completions.with_raw_response.create(
             model=ROUTE, messages=MESSAGES
         )
         if raw.headers.get(ROUTE_HEADER) != ROUTE:
             raise SystemExit("async swerve side not routed")
-        sides = {"bare": bare, "swerve": wrapped, "floor": floor}
         for client in sides.values():  # warm up
             await _rate(client, min(0.5, seconds / ROUNDS))
         calls = dict.fromkeys(sides, 0)
