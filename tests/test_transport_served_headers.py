@@ -272,8 +272,8 @@ def test_a_first_token_limit_does_not_bound_a_whole_json_answer(
     mode: Mode, fake: FakeProvider, make_failover: Any
 ) -> None:
     # The first-token limit is a stream's: a non-stream answer that takes longer is no timeout.
-    fake.set_fault("openrouter", Fault.slow(first_token_s=1.5))
-    fo = make_failover(CONFIG.model_copy(update={"first_token_timeout_s": 0.5}))
+    fake.set_fault("openrouter", Fault.slow(first_token_s=2.0))
+    fo = make_failover(CONFIG.model_copy(update={"first_token_timeout_s": 1.0}))
     with mode.client(upstreams(fake), failover=fo) as c:
         assert post(c, stream=False) == (200, served(OR, 1), "from openrouter")
         # A stream is held to it: it swaps past the slow first token.

@@ -18,7 +18,7 @@ SWERVE_URL = "http://swerve.invalid/v1"  # where the clients send: the transport
 # Short limits, for the hang only: a hung primary costs the test at most this much real time.
 # They bound the fallback's attempts too, so the other faults go without: a loaded machine
 # cannot time out a fallback that answers (one once took over a second to).
-FIRST_TOKEN_S = 0.5
+FIRST_TOKEN_S = 1.0
 ATTEMPT_S = 1.0
 
 # How the primary fails; the stream error is a non-stream request's 200 JSON error body.

@@ -34,10 +34,10 @@ from swerve.testing import FakeClock, FakeProvider, Fault, Reply, TelemetryRecor
 QUESTION = "What is the weather in Oslo?"
 SWERVE = "http://swerve.invalid"  # the client addresses swerve: every request names a route
 
-# Short limits: a hung primary costs a test at most this much real time. The fake serves the
-# fallback in milliseconds, so they never cut a healthy attempt. The first-token limit is a
-# stream's; a whole-body request (run, run_sync) is held to the attempt's.
-FIRST_TOKEN_S = 0.5
+# Short limits: a hung primary costs a test at most this much real time. They bound the
+# fallback's attempts too: one second, so a loaded machine does not cut a healthy one. The
+# first-token limit is a stream's; a whole-body request (run, run_sync) is held to the attempt's.
+FIRST_TOKEN_S = 1.0
 ATTEMPT_S = 1.0
 
 MODES = ("run", "run_sync", "run_stream", "run_stream_sync")

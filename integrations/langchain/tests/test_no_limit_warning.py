@@ -30,7 +30,7 @@ from swerve.testing import FakeProvider
 PRIMARY = "openrouter/anthropic/claude-sonnet-5"
 FALLBACK = "anthropic/claude-sonnet-5"
 README_FALLBACKS = {PRIMARY: FALLBACK}
-LIMIT = 0.5
+LIMIT = 1.0  # bounds the fallback's attempt too: not so short a loaded box cuts its answer
 MARGIN = 3.0  # an upper bound, never a measurement: the point is "not indefinitely"
 PROMPT = ChatPromptTemplate.from_messages([("user", "{question}")])
 SCHEMA = {"title": "Answer", "type": "object", "properties": {"answer": {"type": "string"}}}
