@@ -133,8 +133,12 @@ def untraced() -> Telemetry:
     return Telemetry(trace.NoOpTracerProvider(), metrics.NoOpMeterProvider())
 
 
-def failover(telemetry: Telemetry) -> Failover:
+def failover(telemetry: Telemetry, *, off: bool = False) -> Failover:
+    """The measured Failover; ``off``: with failover switched off (``max_swaps=0``), so the
+    transport routes and rewrites each call with no engine, health or limits behind it."""
     config = FallbackConfig(fallbacks={ROUTE: FALLBACK}, attempt_timeout_s=30)
+    if off:
+        config = config.model_copy(update={"max_swaps": 0})
     return Failover(config, MemoryHealth(), telemetry=telemetry)
 
 
@@ -227,10 +231,10 @@ def bare_client() -> openai.OpenAI:
     )
 
 
-def swerve_client(telemetry: Telemetry) -> openai.OpenAI:
+def swerve_client(telemetry: Telemetry, *, off: bool = False) -> openai.OpenAI:
     # FailoverTransport takes no telemetry of its own: it comes with a ready Failover. Its
     # type is httpx's BaseTransport (it serves httpx2 too), hence the casts for the checker.
-    transport = FailoverTransport(upstreams(), failover=failover(telemetry))
+    transport = FailoverTransport(upstreams(), failover=failover(telemetry, off=off))
     client = openai.OpenAI(
         base_url=SWERVE_URL,
         api_key=KEY,

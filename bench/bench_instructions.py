@@ -10,7 +10,9 @@ picks another: ``stream``, its "stream" ones (20 SSE chunks in one read, read to
 ``async``, the sync request made through ``openai.AsyncOpenAI`` over ``httpx2.AsyncClient``
 (and ``AsyncFailoverTransport``), one at a time. The side ``floor`` is bench_hotpath.py's
 rewrite floor (a transport that sends the call to its upstream with no failover), for unary
-requests: (swerve - floor) is what failover itself executes.
+requests: (swerve - floor) is what failover itself executes. The side ``off`` is swerve with
+failover switched off (``max_swaps=0``): the transport routing and rewriting each call, with
+no engine, health or time limits behind it, so (off - floor) is the transport's own part.
 Against another checkout (before/after): ``PYTHONPATH=<tree>/src:<tree>/bench`` in front.
 """
 
@@ -62,7 +64,8 @@ def _async_caller(side: str) -> Callable[[], Awaitable[object]]:
         http = httpx2.AsyncClient(transport=AsyncRewrite(canned))
         url = SWERVE_URL
     else:
-        transport = AsyncFailoverTransport(upstreams(), failover=failover(untraced()))
+        fo = failover(untraced(), off=side == "off")
+        transport = AsyncFailoverTransport(upstreams(), failover=fo)
         http = httpx2.AsyncClient(transport=cast("httpx2.AsyncBaseTransport", transport))
         url = SWERVE_URL
     client = openai.AsyncOpenAI(base_url=url, api_key=KEY, max_retries=0, http_client=http)
@@ -87,7 +90,7 @@ async def _run_async(side: str, n: int) -> None:
 
 def main() -> None:
     side, n, kind = sys.argv[1], int(sys.argv[2]), (sys.argv[3:] or ["unary"])[0]
-    assert side in ("bare", "swerve", "floor"), "side: bare, swerve or floor"
+    assert side in ("bare", "swerve", "floor", "off"), "side: bare, swerve, floor or off"
     assert kind in ("unary", "stream", "async"), "kind: stream or async (or none)"
     assert side != "floor" or kind != "stream", "the floor reads no streams"
     if kind == "async":
@@ -95,7 +98,7 @@ def main() -> None:
         return
     make: Any = stream_caller if kind == "stream" else caller
     clients = {"bare": bare_client, "floor": floor_client}
-    one = make(clients.get(side, lambda: swerve_client(untraced()))())
+    one = make(clients.get(side, lambda: swerve_client(untraced(), off=side == "off"))())
     for _ in range(WARMUP):  # warm: caches, the pools, the first request's one-time work
         one()
     gc.collect()
