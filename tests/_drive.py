@@ -46,6 +46,11 @@ Chunks = Callable[[Attempt], Iterator[Any]]
 OR, BK = "openrouter/anthropic/claude-sonnet-5", "backup/claude-sonnet-5"  # OpenAI wire
 AN, AB = "anthropic/claude-sonnet-5", "anthropic-backup/claude-sonnet-5"  # Anthropic wire
 MESSAGES = [{"role": "user", "content": "hi"}]
+# A real-time limit that also bounds a healthy fallback (its whole answer, its first token, the
+# gaps in its stream): one second. A loaded 2-CPU CI box has cut a fallback's ordinary answer
+# at 0.5 s. The hanging side still waits its limit out; a limit where every route hangs, and
+# no answer is due, may be shorter.
+ANSWERING_LIMIT_S = 1.0
 TRANSPORT_CONFIG = FallbackConfig(
     fallbacks={OR: BK, AN: AB}, max_retries=1, max_swaps=1, jitter=False, cooldown_s=30
 )

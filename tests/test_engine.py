@@ -31,7 +31,7 @@ from swerve._telemetry.decisions import Swapped
 from swerve.testing import FakeProvider, Fault, Reply
 
 from . import _wire
-from ._drive import Mode, in_process_fake, in_process_mode
+from ._drive import ANSWERING_LIMIT_S, Mode, in_process_fake, in_process_mode
 from .conftest import FakeClock, Otel
 
 # This module's fake and mode run in-process: the engine's decisions do not need a socket.
@@ -383,8 +383,8 @@ def test_stream_before_and_after_content(
 @pytest.mark.parametrize(
     ("fault", "limits", "expected"),
     [
-        (Fault.hang(), {"attempt_timeout_s": 1.0}, "attempt"),
-        (Fault.slow(first_token_s=5), {"first_token_timeout_s": 1.0}, "first_token"),
+        (Fault.hang(), {"attempt_timeout_s": ANSWERING_LIMIT_S}, "attempt"),
+        (Fault.slow(first_token_s=5), {"first_token_timeout_s": ANSWERING_LIMIT_S}, "first_token"),
     ],
 )
 def test_stream_timeouts_fail_over(
@@ -433,7 +433,7 @@ def test_deadline_ends_the_call(make_failover: Any, mode: Mode, fake: FakeProvid
 def test_attempt_timeout_fails_over(make_failover: Any, mode: Mode, fake: FakeProvider) -> None:
     """Sync code cannot be pre-empted: the attempt's timeout is handed to httpx; async code is
     cancelled at it."""
-    fo = make_failover(seed_config(max_retries=0, attempt_timeout_s=1.0))
+    fo = make_failover(seed_config(max_retries=0, attempt_timeout_s=ANSWERING_LIMIT_S))
     fake.set_fault("primary", Fault.hang())
     result = mode.call(fo)
     assert result.value == "from fallback"

@@ -22,7 +22,7 @@ from swerve._failures import FailureKind, InStreamError
 from swerve.testing import FakeClock, FakeProvider, Fault, Reply
 
 from . import _wire
-from ._drive import InProcessProvider, Mode, in_process
+from ._drive import ANSWERING_LIMIT_S, InProcessProvider, Mode, in_process
 from .conftest import Otel
 
 P, F, BIG = "primary/model-a", "fallback/model-b", "large/model-xl"
@@ -84,7 +84,7 @@ def test_a_hanging_route_costs_one_timeout_then_the_fallback_answers(
 def test_a_stalling_stream_swaps_after_one_stall(
     mode: Mode, make_failover: Any, fake: FakeProvider
 ) -> None:
-    fo = make_failover(config(max_retries=2, stall_timeout_s=1.0))
+    fo = make_failover(config(max_retries=2, stall_timeout_s=ANSWERING_LIMIT_S))
     fake.set_fault("primary", Fault.slow(first_token_s=10))
     out, result = streamed(mode, fo)
     assert _wire.text(out) == "from fallback"

@@ -9,6 +9,8 @@ from swerve import Failover, FallbackConfig, MemoryHealth
 from swerve.httpx import AsyncFailoverTransport, FailoverTransport, Upstream
 from swerve.testing import FakeProvider, Fault, Reply, ToolCall
 
+from .._drive import ANSWERING_LIMIT_S
+
 MODEL = "gpt-fake"
 PRIMARY, FALLBACK = f"primary/{MODEL}", f"fallback/{MODEL}"
 ANSWER = "It is sunny in Oslo."
@@ -16,10 +18,10 @@ QUESTION = "What is the weather in Oslo?"
 SWERVE_URL = "http://swerve.invalid/v1"  # where the clients send: the transport routes by model
 
 # Short limits, for the hang only: a hung primary costs the test at most this much real time.
-# They bound the fallback's attempts too, so the other faults go without: a loaded machine
-# cannot time out a fallback that answers (one once took over a second to).
-FIRST_TOKEN_S = 1.0
-ATTEMPT_S = 1.0
+# They bound the fallback's attempts too (see ANSWERING_LIMIT_S), so the other faults go
+# without: a loaded machine cannot time out a fallback that answers.
+FIRST_TOKEN_S = ATTEMPT_S = ANSWERING_LIMIT_S
+HANG_LIMITS = {"first_token_timeout_s": FIRST_TOKEN_S, "attempt_timeout_s": ATTEMPT_S}
 
 # How the primary fails; the stream error is a non-stream request's 200 JSON error body.
 FAULTS = {

@@ -34,7 +34,7 @@ from swerve._telemetry import names as n
 from swerve.httpx import AsyncFailoverTransport
 from swerve.testing import FakeClock, FakeProvider, Fault, Reply, TelemetryRecorder, ToolCall
 
-from ._agents import ANSWER, FALLBACK, MODEL, PRIMARY, QUESTION, SWERVE_URL, upstreams
+from ._agents import ANSWER, FALLBACK, HANG_LIMITS, MODEL, PRIMARY, QUESTION, SWERVE_URL, upstreams
 
 NO_TRACES = RunConfig(tracing_disabled=True)
 
@@ -42,10 +42,7 @@ NO_TRACES = RunConfig(tracing_disabled=True)
 # stream are retried twice (the backoffs on the fake clock) before the swap; a hang is a timeout,
 # swapped at once. The run's second model call goes straight to the fallback (the primary is
 # cooling down). A non-stream request gets the in-stream error as a 200 JSON body, as
-# OpenRouter sends it. Only the hang needs time limits (short, real time): they bound the
-# fallback's attempts too, so the other faults go without, and a slow machine cannot time out
-# a fallback that answers.
-HANG_LIMITS = {"first_token_timeout_s": 1.0, "attempt_timeout_s": 1.0}
+# OpenRouter sends it. Only the hang has time limits (HANG_LIMITS).
 FAULTS: dict[str, tuple[Fault, int, dict[str, float]]] = {
     "503": (Fault.status(503), 3, {}),
     "hang": (Fault.hang(), 1, HANG_LIMITS),

@@ -31,14 +31,14 @@ from swerve import Failover, FallbackConfig, MemoryHealth
 from swerve.httpx import AsyncFailoverTransport, Upstream, Wire
 from swerve.testing import FakeClock, FakeProvider, Fault, Reply, TelemetryRecorder, ToolCall
 
+from ._agents import ATTEMPT_S, FIRST_TOKEN_S
+
 QUESTION = "What is the weather in Oslo?"
 SWERVE = "http://swerve.invalid"  # the client addresses swerve: every request names a route
 
-# Short limits: a hung primary costs a test at most this much real time. They bound the
-# fallback's attempts too: one second, so a loaded machine does not cut a healthy one. The
-# first-token limit is a stream's; a whole-body request (run, run_sync) is held to the attempt's.
-FIRST_TOKEN_S = 1.0
-ATTEMPT_S = 1.0
+# Short limits (the agent frameworks' own, see _agents): a hung primary costs a test at most
+# this much real time. The first-token limit is a stream's; a whole-body request (run,
+# run_sync) is held to the attempt's.
 
 MODES = ("run", "run_sync", "run_stream", "run_stream_sync")
 

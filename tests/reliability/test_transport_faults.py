@@ -28,7 +28,7 @@ from swerve import Failover, FallbackConfig, MemoryHealth, Route
 from swerve.httpx import AsyncFailoverTransport, ResponseTooLarge, Upstream
 from swerve.testing import FakeProvider, Fault, Reply, TelemetryRecorder
 
-from .._drive import Client, Mode, Read
+from .._drive import ANSWERING_LIMIT_S, Client, Mode, Read
 from .conftest import Report
 
 OR, BK = "openrouter/anthropic/claude-sonnet-5", "backup/claude-sonnet-5"  # OpenAI wire
@@ -208,12 +208,12 @@ def unaccepting_port() -> Iterator[int]:
 
 HANGS = [
     # kind, limits, stream variants, what ends the call
-    # One second where the backup answers: whatever ends the primary's attempt bounds the
-    # backup's whole answer (or its first token) too, and must not cut it on a loaded machine.
-    ("connect", {"attempt_timeout_s": 1.0}, [False, True], "swap"),
-    ("first_byte", {"first_token_timeout_s": 1.0}, [True], "swap"),
+    # Where the backup answers, whatever ends the primary's attempt bounds the backup's whole
+    # answer (or its first token) too: ANSWERING_LIMIT_S.
+    ("connect", {"attempt_timeout_s": ANSWERING_LIMIT_S}, [False, True], "swap"),
+    ("first_byte", {"first_token_timeout_s": ANSWERING_LIMIT_S}, [True], "swap"),
     ("stall", {"stall_timeout_s": 0.5}, [True], "timeout"),
-    ("attempt", {"attempt_timeout_s": 1.0}, [False, True], "swap"),
+    ("attempt", {"attempt_timeout_s": ANSWERING_LIMIT_S}, [False, True], "swap"),
     ("deadline", {"deadline_s": 0.4}, [False, True], "timeout"),
 ]
 
@@ -451,7 +451,10 @@ def test_gzip_bodies_and_bombs(
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "json"])
 @pytest.mark.parametrize(
     "limits",
-    [{"stall_timeout_s": 1.0}, {"attempt_timeout_s": 1.0, "deadline_s": 2.0}],
+    [
+        {"stall_timeout_s": ANSWERING_LIMIT_S},
+        {"attempt_timeout_s": ANSWERING_LIMIT_S, "deadline_s": 2 * ANSWERING_LIMIT_S},
+    ],
     ids=["stall", "attempt+deadline"],
 )
 def test_a_dribbling_upstream_is_bounded(
@@ -589,7 +592,7 @@ async def test_a_send_cut_where_cancelling_is_safe_leaves_nothing_running(
 
     own = {"openrouter": httpx2.MockTransport(hang)} if inner == "mock" else {}
     fake.set_fault("openrouter", Fault.hang())
-    fo = Failover(config(attempt_timeout_s=1.0), MemoryHealth())
+    fo = Failover(config(attempt_timeout_s=ANSWERING_LIMIT_S), MemoryHealth())
     transport = AsyncFailoverTransport(upstreams(fake, **own), failover=fo)
     body = {"model": OR, "messages": MESSAGES}
     async with httpx2.AsyncClient(transport=transport, timeout=30) as client:

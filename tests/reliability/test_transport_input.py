@@ -29,6 +29,7 @@ from swerve import Failover, FallbackConfig, MemoryHealth
 from swerve._engine.results import StreamSpec
 from swerve.httpx import AsyncFailoverTransport, FailoverTransport, ResponseTooLarge, Upstream
 
+from .._drive import ANSWERING_LIMIT_S
 from ._raw_upstream import (
     RawUpstream,
     Received,
@@ -169,7 +170,7 @@ def test_a_dribbled_head_ends_at_the_deadline(figure: Report, mode: str, stream:
 
 @pytest.mark.parametrize("mode", MODES)
 def test_a_dribbled_head_swaps_at_the_attempt_limit(figure: Report, mode: str) -> None:
-    limit = 1.0  # it bounds the backup's answer too: room for a loaded machine
+    limit = ANSWERING_LIMIT_S  # it bounds the backup's answer too
     with (
         raw_upstream(prim=dribbled_head(0.02), back=answer("from the backup")) as server,
         client(mode, server, config(attempt_timeout_s=limit)) as c,

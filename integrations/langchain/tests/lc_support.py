@@ -20,6 +20,11 @@ P = "primary/fake-model"
 F = "fallback/claude-fake"
 OPENAI_FALLBACK = "fallback/fake-model-large"
 
+# A real-time limit that also bounds a healthy fallback (its whole answer, its first token):
+# one second. A loaded 2-CPU CI box has cut a fallback's ordinary answer at 0.5 s. The hanging
+# side still waits its limit out.
+ANSWERING_LIMIT_S = 1.0
+
 
 def seed_config(**kw: Any) -> FallbackConfig:
     params: dict[str, Any] = {

@@ -21,6 +21,7 @@ from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
 from langchain_core.prompts import ChatPromptTemplate
 from lc_support import (
+    ANSWERING_LIMIT_S,
     F,
     FakeClock,
     Otel,
@@ -180,13 +181,15 @@ async def test_a_hanging_route_is_left_after_one_timeout(
 async def test_a_stream_that_stalls_before_its_first_token_swaps_after_one_stall(
     mode: str, fake: FakeProvider, make_failover: Callable[..., Failover], otel: Otel
 ) -> None:
-    # One second: the limit bounds the fallback's first token too, on a loaded box.
-    timeout = {"timeout": 1.0} if is_sync(mode) else {}  # sync: the route model's own limit
+    # The limit bounds the fallback's first token too. Sync: the route model's own limit.
+    timeout = {"timeout": ANSWERING_LIMIT_S} if is_sync(mode) else {}
     model = FailoverChatModel(
         routes={STALL: chat_openai(fake, "stall", **timeout), F: chat_anthropic(fake, "fallback")},
         primary=STALL,
         failover=make_failover(
-            seed_config(fallbacks={STALL: F}, first_token_timeout_s=1.0, max_retries=2)
+            seed_config(
+                fallbacks={STALL: F}, first_token_timeout_s=ANSWERING_LIMIT_S, max_retries=2
+            )
         ),
     )
     fake.set_fault("stall", Fault.slow(first_token_s=5.0))

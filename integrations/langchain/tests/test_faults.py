@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 import pytest
 from langchain_core.messages import AIMessage
-from lc_support import chat_anthropic, chat_openai, chat_openrouter, seed_config
+from lc_support import ANSWERING_LIMIT_S, chat_anthropic, chat_openai, chat_openrouter, seed_config
 from swerve_langchain import FailoverChatModel
 from test_chat_model import MODES, run
 
@@ -87,11 +87,12 @@ async def test_fault(
     model_name, factory, _ = MODELS[name]
     # A request cut by a time limit may reach the server after the test: it goes to a provider
     # of its own, where it can take no other test's scripted fault or count. The limit bounds
-    # the fallback's attempt too: one second, so a loaded box does not cut its answer.
+    # the fallback's attempt too (ANSWERING_LIMIT_S).
     timed = fault.kind in ("hang", "slow")
     provider = "stall" if timed else "primary"
     route = f"{provider}/{model_name}"
-    config = seed_config(fallbacks={route: FALLBACK}, attempt_timeout_s=1.0 if timed else None)
+    limit = ANSWERING_LIMIT_S if timed else None
+    config = seed_config(fallbacks={route: FALLBACK}, attempt_timeout_s=limit)
     model = FailoverChatModel(
         routes={
             route: factory(fake, provider),

@@ -19,7 +19,7 @@ import pytest
 from langchain_anthropic import ChatAnthropic
 from langchain_core.prompts import ChatPromptTemplate
 from langchain_openai import ChatOpenAI
-from lc_support import chat_openrouter
+from lc_support import ANSWERING_LIMIT_S, chat_openrouter
 from pydantic import SecretStr
 from swerve_langchain import FailoverChatModel, SwerveTimeoutWarning, with_failover
 from test_sync_limits import raw_chat
@@ -30,7 +30,7 @@ from swerve.testing import FakeProvider
 PRIMARY = "openrouter/anthropic/claude-sonnet-5"
 FALLBACK = "anthropic/claude-sonnet-5"
 README_FALLBACKS = {PRIMARY: FALLBACK}
-LIMIT = 1.0  # bounds the fallback's attempt too: not so short a loaded box cuts its answer
+LIMIT = ANSWERING_LIMIT_S  # it bounds the fallback's attempt too
 MARGIN = 3.0  # an upper bound, never a measurement: the point is "not indefinitely"
 PROMPT = ChatPromptTemplate.from_messages([("user", "{question}")])
 SCHEMA = {"title": "Answer", "type": "object", "properties": {"answer": {"type": "string"}}}

@@ -26,7 +26,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.prompts import ChatPromptTemplate
-from lc_support import chat_anthropic, chat_openai, chat_openrouter, seed_config
+from lc_support import ANSWERING_LIMIT_S, chat_anthropic, chat_openai, chat_openrouter, seed_config
 from swerve_langchain import FailoverChatModel, SwerveTimeoutWarning, with_failover
 from test_chat_model import MODES, run
 
@@ -35,9 +35,7 @@ from swerve._engine.clock import SYSTEM_CLOCK
 from swerve.testing import FakeProvider, Fault, Reply
 
 FALLBACK = "fallback/fake-model-large"
-# One second: an attempt limit bounds the fallback's attempt too, and a loaded CI box once
-# cut a fallback's ordinary answer at 0.5 s.
-LIMIT = 1.0
+LIMIT = ANSWERING_LIMIT_S  # it bounds the fallback's attempt too
 MARGIN = 3.0  # an upper bound, never a measurement: the point is "not 600 s"
 
 
