@@ -3,11 +3,22 @@ and interleaved timing. Run the benchmarks from the project root (``uv run pytho
 
 from __future__ import annotations
 
+import atexit
+import importlib
+import io
 import multiprocessing
+import re
+import shutil
 import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from opentelemetry.sdk.metrics import MeterProvider
@@ -30,6 +41,46 @@ def traced() -> tuple[Telemetry, TracerProvider, MeterProvider]:
     tracer_provider.add_span_processor(BatchSpanProcessor(_Discard()))
     meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
     return Telemetry(tracer_provider, meter_provider), tracer_provider, meter_provider
+
+
+# A line that imports swerve by its absolute name (the package's own, or its submodules').
+_IMPORTS_SWERVE = re.compile(rb"^(\s*(?:from|import) )swerve\b", re.MULTILINE)
+
+
+def build_at(rev: str) -> tuple[ModuleType, ModuleType]:
+    """swerve as it was at git revision ``rev``, imported beside the working tree's own, for a
+    before/after interleaved in one process: ``(swerve, swerve.httpx)`` of that build.
+
+    Its ``src/swerve`` is exported (``git archive``) into a temporary directory as the package
+    ``swerve_<commit>``, with its own absolute imports of swerve renamed to match (relative
+    imports need nothing). Only its code differs: it runs on this environment's dependencies.
+    """
+    root = Path(__file__).resolve().parent.parent
+    sha = subprocess.run(
+        ["git", "rev-parse", "--short=10", f"{rev}^{{commit}}"],
+        cwd=root,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    name = f"swerve_{sha}"
+    if name not in sys.modules:
+        archive = subprocess.run(
+            ["git", "archive", "--format=tar", sha, "src/swerve"],
+            cwd=root,
+            check=True,
+            capture_output=True,
+        ).stdout
+        into = Path(tempfile.mkdtemp(prefix="swerve-build-"))
+        atexit.register(shutil.rmtree, into, ignore_errors=True)
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(into, filter="data")
+        package = into / name
+        (into / "src" / "swerve").rename(package)
+        for module in package.rglob("*.py"):
+            module.write_bytes(_IMPORTS_SWERVE.sub(rb"\1" + name.encode(), module.read_bytes()))
+        sys.path.insert(0, str(into))
+    return importlib.import_module(name), importlib.import_module(f"{name}.httpx")
 
 
 def _serve(port: Any, stop: Any) -> None:

@@ -2,8 +2,9 @@
 
 Run: uv run python bench/bench_hotpath.py [--n 3000] [--seconds 2]
          [--only {sync,traced,engine,async,count}]
-Against another checkout (a git worktree, for before/after):
-     PYTHONPATH=<tree>/src:<tree>/bench .venv/bin/python bench/bench_hotpath.py
+Before/after, in one process: uv run python bench/bench_hotpath.py --against <git rev>
+         (that revision's swerve beside this tree's, as one more side in every figure but
+         "traced" and "stream": see _support.build_at)
 
 Every request is one ``client.chat.completions.create(model="p/m", ...)`` with the openai SDK
 (``max_retries=0``) over httpx2, answered at once by an in-process ``httpx2.MockTransport``
@@ -12,11 +13,13 @@ the mock itself; "swerve" is the SDK over ``FailoverTransport`` (or the async on
 upstreams, p/m and its fallback f/m, are such mocks. Sides alternate call by call
 (``_support.interleaved``), so drift hits both alike.
 
-  sync    tracing off (Telemetry on the OTel no-op providers): median us per call of each
-          side, and swerve minus bare. Goal: <= +50 us. Then, in a pair of its own against
-          bare, the rewrite floor (``Rewrite``: a plain transport that sends the call to
+  sync    tracing off as a user without an OTel SDK has it (``Telemetry()``, on the OTel API's
+          global providers, which nobody set): median us per call of each side, and swerve
+          minus bare. Goal: <= +50 us. Then, in a pair of its own against bare, the rewrite
+          floor (``Rewrite``: a plain transport that sends the call to
           its upstream with no failover at all), and swerve's overhead above it: what failover
-          itself costs.
+          itself costs. With --against, the other build against bare in a pair of its own, and
+          against this tree's swerve in another (this tree's minus it: the change).
   traced  tracing on (``_support.traced()``: SDK TracerProvider + BatchSpanProcessor whose
           export is discarded, SDK MeterProvider + InMemoryMetricReader): swerve minus bare,
           and the floor, the OTel SDK's own cost for what one swerve call emits (the spans,
@@ -53,12 +56,12 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from types import FrameType
+from types import FrameType, ModuleType
 from typing import Any, cast
 
 import httpx2
 import openai
-from _support import interleaved, traced
+from _support import build_at, interleaved, traced
 from opentelemetry import metrics, trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader
@@ -68,8 +71,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.util.types import Attributes
 
 import swerve
-from swerve import Failover, FallbackConfig, MemoryHealth, Telemetry
-from swerve.httpx import ROUTE_HEADER, AsyncFailoverTransport, FailoverTransport, Upstream
+import swerve.httpx
+from swerve import Failover, Telemetry
+from swerve.httpx import ROUTE_HEADER, Upstream
 
 ROUTE = "p/m"
 FALLBACK = "f/m"
@@ -128,18 +132,34 @@ def canned(request: httpx2.Request) -> httpx2.Response:
     return httpx2.Response(200, headers={"content-type": "application/json"}, content=BODY)
 
 
-def untraced() -> Telemetry:
-    """Tracing off: swerve's telemetry on the OTel API's no-op providers."""
-    return Telemetry(trace.NoOpTracerProvider(), metrics.NoOpMeterProvider())
+@dataclass(frozen=True)
+class Build:
+    """The swerve a side is made of: this tree's (HERE), or another revision's (--against),
+    used through the same public names."""
+
+    label: str
+    swerve: ModuleType
+    httpx: ModuleType
 
 
-def failover(telemetry: Telemetry, *, off: bool = False) -> Failover:
+HERE = Build("swerve", swerve, swerve.httpx)
+
+
+def untraced(build: Build = HERE) -> Telemetry:
+    """Tracing off as a user without an OTel SDK has it: the default telemetry, on the OTel
+    API's global providers, which nobody set (each call asks whether one is set by now)."""
+    telemetry: Telemetry = build.swerve.Telemetry()
+    return telemetry
+
+
+def failover(telemetry: Telemetry, *, off: bool = False, build: Build = HERE) -> Failover:
     """The measured Failover; ``off``: with failover switched off (``max_swaps=0``), so the
     transport routes and rewrites each call with no engine, health or limits behind it."""
-    config = FallbackConfig(fallbacks={ROUTE: FALLBACK}, attempt_timeout_s=30)
+    config = build.swerve.FallbackConfig(fallbacks={ROUTE: FALLBACK}, attempt_timeout_s=30)
     if off:
         config = config.model_copy(update={"max_swaps": 0})
-    return Failover(config, MemoryHealth(), telemetry=telemetry)
+    made: Failover = build.swerve.Failover(config, build.swerve.MemoryHealth(), telemetry=telemetry)
+    return made
 
 
 async def canned_async(request: httpx2.Request) -> httpx2.Response:
@@ -150,10 +170,10 @@ async def canned_async(request: httpx2.Request) -> httpx2.Response:
 
 
 def upstreams(
-    handler: Callable[[httpx2.Request], Any] = canned,
+    handler: Callable[[httpx2.Request], Any] = canned, build: Build = HERE
 ) -> dict[str, Upstream]:
     return {
-        f"{name}/m": Upstream(
+        f"{name}/m": build.httpx.Upstream(
             f"http://{name}.invalid/v1", api_key="k", transport=httpx2.MockTransport(handler)
         )
         for name in ("p", "f")
@@ -231,10 +251,12 @@ def bare_client() -> openai.OpenAI:
     )
 
 
-def swerve_client(telemetry: Telemetry, *, off: bool = False) -> openai.OpenAI:
+def swerve_client(telemetry: Telemetry, *, off: bool = False, build: Build = HERE) -> openai.OpenAI:
     # FailoverTransport takes no telemetry of its own: it comes with a ready Failover. Its
     # type is httpx's BaseTransport (it serves httpx2 too), hence the casts for the checker.
-    transport = FailoverTransport(upstreams(), failover=failover(telemetry, off=off))
+    transport = build.httpx.FailoverTransport(
+        upstreams(build=build), failover=failover(telemetry, off=off, build=build)
+    )
     client = openai.OpenAI(
         base_url=SWERVE_URL,
         api_key=KEY,
@@ -281,19 +303,28 @@ class Row:
 
 
 # -- 1. sync, tracing off ---------------------------------------------------------------------
-def bench_sync(n: int) -> list[Row]:
+def bench_sync(n: int, against: Build | None) -> list[Row]:
     bare, wrapped = caller(bare_client()), caller(swerve_client(untraced()))
     floor = caller(floor_client())
-    warm(bare, wrapped, floor)
+    other = caller(swerve_client(untraced(against), build=against)) if against else None
+    warm(bare, wrapped, floor, *([other] if other else []))
     b, w = interleaved(bare, wrapped, n)
     b2, f = interleaved(bare, floor, n)  # a pair of its own: the goal's pair runs as it always did
-    return [
+    rows = [
         Row("sync, tracing off: bare SDK", f"{b:9.1f} us"),
         Row("sync, tracing off: through swerve", f"{w:9.1f} us"),
         Row("sync, tracing off: overhead", f"{w - b:+9.1f} us", "<= +50 us", w - b <= GOAL_SYNC_US),
         Row("  rewrite floor (no failover), over bare", f"{f - b2:+9.1f} us"),
         Row("  overhead above that floor", f"{(w - b) - (f - b2):+9.1f} us"),
     ]
+    if against and other:
+        b3, o = interleaved(bare, other, n)
+        o2, w2 = interleaved(other, wrapped, n)
+        rows += [
+            Row(f"  {against.label}: overhead", f"{o - b3:+9.1f} us"),
+            Row(f"  swerve minus {against.label}, one pair", f"{w2 - o2:+9.1f} us"),
+        ]
+    return rows
 
 
 def bench_stream(n: int) -> list[Row]:
@@ -471,8 +502,8 @@ def bench_traced(n: int) -> tuple[list[Row], str]:
 
 
 # -- 3. the engine alone ------------------------------------------------------------------------
-def bench_engine(n: int) -> list[Row]:
-    fo = failover(untraced())
+def _engine_us(n: int, build: Build) -> float:
+    fo = failover(untraced(build), build=build)
 
     def engine() -> object:
         return fo.call(ROUTE, lambda attempt: None)
@@ -484,14 +515,22 @@ def bench_engine(n: int) -> list[Row]:
         engine()
     gc.collect()
     e, b = interleaved(engine, nothing, n)
-    return [
+    return e - b
+
+
+def bench_engine(n: int, against: Build | None) -> list[Row]:
+    us = _engine_us(n, HERE)
+    rows = [
         Row(
             "engine: Failover.call(no-op) - no-op",
-            f"{e - b:9.1f} us",
+            f"{us:9.1f} us",
             "<= 30 us",
-            e - b <= GOAL_ENGINE_US,
+            us <= GOAL_ENGINE_US,
         )
     ]
+    if against:
+        rows.append(Row(f"  {against.label}: the same", f"{_engine_us(n, against):9.1f} us"))
+    return rows
 
 
 # -- 4. async, 32 in flight ---------------------------------------------------------------------
@@ -510,26 +549,37 @@ async def _rate(client: openai.AsyncOpenAI, seconds: float) -> tuple[int, float]
     return done, time.perf_counter() - start
 
 
-async def _async_sides(seconds: float) -> dict[str, float]:
-    transport = AsyncFailoverTransport(upstreams(canned_async), failover=failover(untraced()))
+def _async_swerve(build: Build) -> httpx2.AsyncClient:
+    transport = build.httpx.AsyncFailoverTransport(
+        upstreams(canned_async, build), failover=failover(untraced(build), build=build)
+    )
+    return httpx2.AsyncClient(transport=cast("httpx2.AsyncBaseTransport", transport))
+
+
+async def _async_sides(seconds: float, against: Build | None) -> dict[str, float]:
     async with (
         httpx2.AsyncClient(transport=httpx2.MockTransport(canned_async)) as bare_http,
-        httpx2.AsyncClient(transport=cast("httpx2.AsyncBaseTransport", transport)) as swerve_http,
+        _async_swerve(HERE) as swerve_http,
         httpx2.AsyncClient(transport=AsyncRewrite(canned_async)) as floor_http,
+        _async_swerve(against or HERE) as other_http,
     ):
+        made = [
+            ("bare", BARE_URL, bare_http),
+            ("swerve", SWERVE_URL, swerve_http),
+            ("floor", SWERVE_URL, floor_http),
+        ]
+        if against:
+            made.append((against.label, SWERVE_URL, other_http))
         sides = {
             name: openai.AsyncOpenAI(base_url=url, api_key=KEY, max_retries=0, http_client=http)
-            for name, url, http in (
-                ("bare", BARE_URL, bare_http),
-                ("swerve", SWERVE_URL, swerve_http),
-                ("floor", SWERVE_URL, floor_http),
-            )
+            for name, url, http in made
         }
-        raw = await sides["swerve"].chat.completions.with_raw_response.create(
-            model=ROUTE, messages=MESSAGES
-        )
-        if raw.headers.get(ROUTE_HEADER) != ROUTE:
-            raise SystemExit("async swerve side not routed")
+        for name in sides.keys() - {"bare", "floor"}:
+            raw = await sides[name].chat.completions.with_raw_response.create(
+                model=ROUTE, messages=MESSAGES
+            )
+            if raw.headers.get(ROUTE_HEADER) != ROUTE:
+                raise SystemExit(f"async {name} side not routed")
         for client in sides.values():  # warm up
             await _rate(client, min(0.5, seconds / ROUNDS))
         calls = dict.fromkeys(sides, 0)
@@ -544,10 +594,10 @@ async def _async_sides(seconds: float) -> dict[str, float]:
     return {name: calls[name] / spent[name] for name in sides}
 
 
-def bench_async(seconds: float) -> list[Row]:
-    rate = asyncio.run(_async_sides(seconds))
+def bench_async(seconds: float, against: Build | None) -> list[Row]:
+    rate = asyncio.run(_async_sides(seconds, against))
     b, w, f = rate["bare"], rate["swerve"], rate["floor"]
-    return [
+    rows = [
         Row(f"async x{CONCURRENCY}: bare SDK", f"{b:9.0f} calls/s"),
         Row(f"async x{CONCURRENCY}: through swerve", f"{w:9.0f} calls/s"),
         Row(
@@ -559,14 +609,17 @@ def bench_async(seconds: float) -> list[Row]:
         Row("  rewrite floor (no failover) / bare", f"{100 * f / b:9.1f} %"),
         Row("  swerve / rewrite floor", f"{100 * w / f:9.1f} %"),
     ]
+    if against:
+        rows.append(Row(f"  {against.label} / bare", f"{100 * rate[against.label] / b:9.1f} %"))
+    return rows
 
 
 # -- 5. swerve's function calls for one request ------------------------------------------------
-def bench_count() -> list[Row]:
-    one = caller(swerve_client(untraced()))
+def _count(build: Build) -> int:
+    one = caller(swerve_client(untraced(build), build=build))
     for _ in range(50):
         one()
-    root = os.path.dirname(os.path.abspath(swerve.__file__)) + os.sep
+    root = os.path.dirname(os.path.abspath(str(build.swerve.__file__))) + os.sep
     count = 0
 
     def profile(frame: FrameType, event: str, arg: object) -> None:
@@ -579,7 +632,15 @@ def bench_count() -> list[Row]:
         one()
     finally:
         sys.setprofile(None)
-    return [Row("swerve function calls, one sync request", f"{count:9d}", "<= 60", count <= 60)]
+    return count
+
+
+def bench_count(against: Build | None) -> list[Row]:
+    count = _count(HERE)
+    rows = [Row("swerve function calls, one sync request", f"{count:9d}", "<= 60", count <= 60)]
+    if against:
+        rows.append(Row(f"  {against.label}: the same", f"{_count(against):9d}"))
+    return rows
 
 
 # -- report -------------------------------------------------------------------------------------
@@ -604,7 +665,16 @@ def main() -> None:
     parser.add_argument(
         "--only", action="append", choices=FIGURES, help="run only this figure (repeatable)"
     )
+    parser.add_argument(
+        "--against",
+        metavar="REV",
+        help="a git revision whose swerve runs beside this tree's, in the same process",
+    )
     args = parser.parse_args()
+    against = None
+    if args.against:
+        other, other_httpx = build_at(args.against)
+        against = Build(f"at {args.against}", other, other_httpx)
     only = args.only or list(FIGURES)
     started = time.perf_counter()
     print(f"swerve {swerve.__version__} from {os.path.dirname(os.path.abspath(swerve.__file__))}")
@@ -615,17 +685,17 @@ def main() -> None:
     rows: list[Row] = []
     notes: list[str] = []
     if "sync" in only:
-        rows += bench_sync(args.n)
+        rows += bench_sync(args.n, against)
     if "traced" in only:
         traced_rows, note = bench_traced(args.n)
         rows += traced_rows
         notes.append(note)
     if "engine" in only:
-        rows += bench_engine(args.n)
+        rows += bench_engine(args.n, against)
     if "async" in only:
-        rows += bench_async(args.seconds)
+        rows += bench_async(args.seconds, against)
     if "count" in only:
-        rows += bench_count()
+        rows += bench_count(against)
     if "stream" in only:
         rows += bench_stream(args.n)
     for note in notes:
