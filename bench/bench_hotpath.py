@@ -17,8 +17,9 @@ upstreams, p/m and its fallback f/m, are such mocks. Sides alternate call by cal
           global providers, which nobody set): median us per call of each side, and swerve
           minus bare. Goal: <= +50 us. Then, in a pair of its own against bare, the rewrite
           floor (``Rewrite``: a plain transport that sends the call to its upstream with no
-          failover at all), and swerve's overhead above it: what failover itself costs. With --against, the other build against bare in a pair of its own, and
-          against this tree's swerve in another (this tree's minus it: the change).
+          failover at all), and swerve's overhead above it: what failover itself costs. With
+          --against, the other build against bare in a pair of its own, and against this
+          tree's swerve in another (this tree's minus it: the change).
   traced  tracing on (``_support.traced()``: SDK TracerProvider + BatchSpanProcessor whose
           export is discarded, SDK MeterProvider + InMemoryMetricReader): swerve minus bare,
           and the floor, the OTel SDK's own cost for what one swerve call emits (the spans,
