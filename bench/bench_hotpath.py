@@ -58,6 +58,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from types import FrameType, ModuleType
 from typing import Any, cast
@@ -601,24 +602,23 @@ def _async_swerve(build: Build) -> httpx2.AsyncClient:
 
 
 async def _async_sides(seconds: float, against: Build | None) -> dict[str, float]:
-    async with (
-        httpx2.AsyncClient(transport=httpx2.MockTransport(canned_async)) as bare_http,
-        _async_swerve(HERE) as swerve_http,
-        httpx2.AsyncClient(transport=AsyncRewrite(canned_async)) as floor_http,
-        _async_swerve(against or HERE) as other_http,
-    ):
-        made = [
-            ("bare", BARE_URL, bare_http),
-            ("swerve", SWERVE_URL, swerve_http),
-            ("floor", SWERVE_URL, floor_http),
-        ]
-        if against:
-            made.append((against.label, SWERVE_URL, other_http))
-        sides = {
-            name: openai.AsyncOpenAI(base_url=url, api_key=KEY, max_retries=0, http_client=http)
-            for name, url, http in made
+    builds = {"swerve": HERE, **({against.label: against} if against else {})}
+    async with AsyncExitStack() as stack:
+        made = {
+            "bare": (BARE_URL, httpx2.AsyncClient(transport=httpx2.MockTransport(canned_async))),
+            "floor": (SWERVE_URL, httpx2.AsyncClient(transport=AsyncRewrite(canned_async))),
+            **{name: (SWERVE_URL, _async_swerve(build)) for name, build in builds.items()},
         }
-        for name, build in (("swerve", HERE), *(((against.label, against),) if against else ())):
+        sides = {
+            name: openai.AsyncOpenAI(
+                base_url=url,
+                api_key=KEY,
+                max_retries=0,
+                http_client=await stack.enter_async_context(http),
+            )
+            for name, (url, http) in made.items()
+        }
+        for name, build in builds.items():
             raw = await sides[name].chat.completions.with_raw_response.create(
                 model=ROUTE, messages=MESSAGES
             )
