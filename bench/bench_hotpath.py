@@ -149,16 +149,16 @@ class Build:
 HERE = Build("swerve", swerve, swerve.httpx)
 
 
-def untraced(build: Build = HERE) -> Telemetry:
-    """Tracing off as a user without an OTel SDK has it: the default telemetry, on the OTel
-    API's global providers, which nobody set (each call asks whether one is set by now)."""
-    telemetry: Telemetry = build.swerve.Telemetry()
-    return telemetry
-
-
-def failover(telemetry: Telemetry, *, off: bool = False, build: Build = HERE) -> Failover:
-    """The measured Failover; ``off``: with failover switched off (``max_swaps=0``), so the
-    transport routes and rewrites each call with no engine, health or limits behind it."""
+def failover(
+    telemetry: Telemetry | None = None, *, off: bool = False, build: Build = HERE
+) -> Failover:
+    """The measured Failover. ``telemetry`` None: tracing off as a user without an OTel SDK has
+    it, the build's default telemetry on the OTel API's global providers, which nobody set
+    (each call asks whether one is set by now). ``off``: with failover switched off
+    (``max_swaps=0``), so the transport routes and rewrites each call with no engine, health
+    or limits behind it."""
+    if telemetry is None:
+        telemetry = build.swerve.Telemetry()
     config = build.swerve.FallbackConfig(fallbacks={ROUTE: FALLBACK}, attempt_timeout_s=30)
     if off:
         config = config.model_copy(update={"max_swaps": 0})
@@ -286,7 +286,9 @@ def bare_client() -> openai.OpenAI:
     )
 
 
-def swerve_client(telemetry: Telemetry, *, off: bool = False, build: Build = HERE) -> openai.OpenAI:
+def swerve_client(
+    telemetry: Telemetry | None = None, *, off: bool = False, build: Build = HERE
+) -> openai.OpenAI:
     # FailoverTransport takes no telemetry of its own: it comes with a ready Failover. Its
     # type is httpx's BaseTransport (it serves httpx2 too), hence the casts for the checker.
     transport = build.httpx.FailoverTransport(
@@ -346,9 +348,9 @@ class Row:
 
 # -- 1. sync, tracing off ---------------------------------------------------------------------
 def bench_sync(n: int, against: Build | None) -> list[Row]:
-    bare, wrapped = caller(bare_client()), caller(swerve_client(untraced()))
+    bare, wrapped = caller(bare_client()), caller(swerve_client())
     floor, least = caller(floor_client()), caller(floor_client(SyncLeastFailover))
-    other = caller(swerve_client(untraced(against), build=against)) if against else None
+    other = caller(swerve_client(build=against)) if against else None
     warm(bare, wrapped, floor, least, *([other] if other else []))
     b, w = interleaved(bare, wrapped, n)
     b2, f = interleaved(bare, floor, n)  # a pair of its own: the goal's pair runs as it always did
@@ -373,7 +375,7 @@ def bench_sync(n: int, against: Build | None) -> list[Row]:
 
 
 def bench_stream(n: int) -> list[Row]:
-    bare, wrapped = stream_caller(bare_client()), stream_caller(swerve_client(untraced()))
+    bare, wrapped = stream_caller(bare_client()), stream_caller(swerve_client())
     warm(bare, wrapped)
     b, w = interleaved(bare, wrapped, n)
     return [
@@ -548,7 +550,7 @@ def bench_traced(n: int) -> tuple[list[Row], str]:
 
 # -- 3. the engine alone ------------------------------------------------------------------------
 def _engine_us(n: int, build: Build) -> float:
-    fo = failover(untraced(build), build=build)
+    fo = failover(build=build)
 
     def engine() -> object:
         return fo.call(ROUTE, lambda attempt: None)
@@ -596,7 +598,7 @@ async def _rate(client: openai.AsyncOpenAI, seconds: float) -> tuple[int, float]
 
 def _async_swerve(build: Build) -> httpx2.AsyncClient:
     transport = build.httpx.AsyncFailoverTransport(
-        upstreams(canned_async, build), failover=failover(untraced(build), build=build)
+        upstreams(canned_async, build), failover=failover(build=build)
     )
     return httpx2.AsyncClient(transport=cast("httpx2.AsyncBaseTransport", transport))
 
@@ -659,7 +661,7 @@ def bench_async(seconds: float, against: Build | None) -> list[Row]:
 
 # -- 5. swerve's function calls for one request ------------------------------------------------
 def _count(build: Build) -> int:
-    one = caller(swerve_client(untraced(build), build=build))
+    one = caller(swerve_client(build=build))
     for _ in range(50):
         one()
     root = os.path.dirname(os.path.abspath(str(build.swerve.__file__))) + os.sep

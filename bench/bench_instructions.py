@@ -43,7 +43,6 @@ from bench_hotpath import (
     floor_client,
     stream_caller,
     swerve_client,
-    untraced,
     upstreams,
 )
 
@@ -64,7 +63,7 @@ def _async_caller(side: str) -> Callable[[], Awaitable[object]]:
         http = httpx2.AsyncClient(transport=AsyncRewrite(canned))
         url = SWERVE_URL
     else:
-        fo = failover(untraced(), off=side == "off")
+        fo = failover(off=side == "off")
         transport = AsyncFailoverTransport(upstreams(), failover=fo)
         http = httpx2.AsyncClient(transport=cast("httpx2.AsyncBaseTransport", transport))
         url = SWERVE_URL
@@ -98,7 +97,7 @@ def main() -> None:
         return
     make: Any = stream_caller if kind == "stream" else caller
     clients = {"bare": bare_client, "floor": floor_client}
-    one = make(clients.get(side, lambda: swerve_client(untraced(), off=side == "off"))())
+    one = make(clients.get(side, lambda: swerve_client(off=side == "off"))())
     for _ in range(WARMUP):  # warm: caches, the pools, the first request's one-time work
         one()
     gc.collect()
